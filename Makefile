@@ -1,0 +1,56 @@
+# krizaka_outbox: PGXS build and test entry points
+
+EXTENSION = krizaka_outbox
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+
+MODULE_big = krizaka_outbox
+OBJS = \
+	src/krizaka_outbox.o \
+	src/outbox_api.o \
+	src/outbox_backoff.o \
+	src/outbox_envelope.o \
+	src/outbox_guc.o \
+	src/outbox_store.o \
+	src/outbox_uuid.o \
+	src/outbox_validate.o
+
+DATA = $(wildcard $(EXTENSION)--*.sql)
+PGFILEDESC = "krizaka_outbox - transactional outbox"
+
+PG_CPPFLAGS = -I$(libpq_srcdir) -Wall -Werror
+SHLIB_LINK_INTERNAL = $(libpq)
+
+# pg_regress: sql/*.sql against expected/*.out, in this order
+REGRESS = $(shell cat test/regress_schedule)
+REGRESS_OPTS = --load-extension=$(EXTENSION)
+
+# isolation specs live under test/isolation/{specs,expected}
+ISOLATION = $(shell cat test/isolation_schedule)
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
+
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+
+EXTRA_CLEAN = results regression.diffs regression.out output_iso tmp_check tmp_check_iso log
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# The version lives in the control file; META.json and the changelog must agree.
+all: check-version
+.PHONY: check-version test demo bench
+check-version:
+	@grep -q '"version": "$(EXTVERSION).0"' META.json || \
+		{ echo "META.json does not carry version $(EXTVERSION).0 (the semver of version $(EXTVERSION) in) $(EXTENSION).control" >&2; exit 1; }
+	@grep -q '^## $(EXTVERSION)' CHANGELOG.md || \
+		{ echo "CHANGELOG.md has no section for version $(EXTVERSION)" >&2; exit 1; }
+	@test -f $(EXTENSION)--$(EXTVERSION).sql || \
+		{ echo "$(EXTENSION)--$(EXTVERSION).sql is missing" >&2; exit 1; }
+
+# Everything from a fresh Debian 12 machine, as root: see test/run
+test:
+	bash test/run
+
+demo:
+	bash test/run --demo

@@ -1,0 +1,92 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox.h
+ *		Declarations shared between the source files of krizaka_outbox.
+ *
+ * Glossary:
+ *	message		a row of outbox.message
+ *	due			neither delivered nor dead, available_at reached, no valid lease
+ *	lease		the right of one owner to deliver a claimed message until
+ *				leased_until
+ *	dead		attempts exhausted; kept with its last error until revived or
+ *				purged
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_H
+#define OUTBOX_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "utils/array.h"
+#include "utils/jsonb.h"
+#include "utils/tuplestore.h"
+#include "utils/uuid.h"
+
+/* Limits that are part of the SQL contract */
+#define OUTBOX_NAME_MAX_CHARS	200		/* topic, type, owner, consumer, channel */
+#define OUTBOX_ERROR_MAX_BYTES	4096	/* last_error, cut on a character boundary */
+
+/* settings (outbox_guc.c) */
+extern int	outbox_batch_size;
+extern int	outbox_lease_seconds;
+extern int	outbox_max_attempts;
+extern int	outbox_backoff_seconds;
+extern int	outbox_backoff_max_seconds;
+extern int	outbox_retention_days;
+
+#define OUTBOX_BATCH_SIZE_MIN		1
+#define OUTBOX_BATCH_SIZE_MAX		500
+#define OUTBOX_LEASE_SECONDS_MIN	10
+#define OUTBOX_LEASE_SECONDS_MAX	3600
+
+extern void OutboxGucInit(void);
+
+/* argument checks (outbox_validate.c) */
+extern text *CheckName(Datum value, bool isnull, const char *what);
+extern void CheckNotNull(bool isnull, const char *what);
+extern int	CheckBatchSize(Datum value, bool isnull);
+extern int	CheckLeaseSeconds(Datum value, bool isnull);
+extern text *ClipErrorText(const char *str, int len);
+
+/* identifiers (outbox_uuid.c) */
+extern void GenerateUuidV7(pg_uuid_t *uuid);
+
+/* backoff (outbox_backoff.c) */
+extern int64 BackoffDelaySeconds(int attempts, int base_seconds, int max_seconds);
+
+/* envelope (outbox_envelope.c) */
+extern Jsonb *BuildEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created_at,
+							Jsonb *payload);
+extern char *FormatIsoTimestamp(TimestampTz ts);
+
+/* the message store (outbox_store.c) */
+typedef struct ClaimRequest
+{
+	text	   *owner;
+	text	   *topic;			/* NULL: every topic */
+	int			batch_size;
+	int			lease_seconds;
+	int			max_attempts;
+	TimestampTz now;
+} ClaimRequest;
+
+extern pg_uuid_t *StoreAppend(text *topic, text *event_type, Jsonb *payload,
+							  pg_uuid_t *id, TimestampTz available_at);
+extern void StoreAppendBatch(text *topic, text *event_type, Datum ids,
+							 Datum payloads, TimestampTz available_at);
+extern int	StoreClaim(const ClaimRequest *req, TupleDesc tupdesc,
+					   Tuplestorestate *store);
+extern int64 StoreComplete(Datum ids, bool many, text *owner,
+						   TimestampTz now);
+extern bool StoreFail(pg_uuid_t *id, text *owner, text *error, TimestampTz now);
+extern bool StoreExtend(pg_uuid_t *id, text *owner, int lease_seconds,
+						TimestampTz now);
+extern int64 StoreRetryDead(pg_uuid_t *id, text *topic, TimestampTz now);
+extern int64 StorePurge(TimestampTz horizon, int64 max_rows);
+extern bool StoreConsumeOnce(text *consumer, pg_uuid_t *message_id,
+							 TimestampTz now);
+extern Jsonb *StoreEnvelopeById(pg_uuid_t *id);
+
+#endif							/* OUTBOX_H */

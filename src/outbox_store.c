@@ -1,0 +1,666 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_store.c
+ *		Every statement that reads or writes outbox.message and
+ *		outbox.processed, run through SPI as saved plans.
+ *
+ * The SQL-callable functions (outbox_api.c), drain_once and the background
+ * worker all go through here, so a rule (who may complete, what is due, how
+ * a lease expires into death) is written exactly once.  Each statement is
+ * prepared on first use and kept for the life of the backend with
+ * SPI_keepplan; the plan cache re-plans it if the tables change.  All names
+ * are schema-qualified, operators included, so no search_path can change
+ * what a statement does.
+ *
+ * Callers pass the wall-clock time of the call ("now") so that one call uses
+ * one instant for leases, backoff and timestamps, whatever the transaction's
+ * start time.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "outbox.h"
+
+/* A saved plan and the text it is prepared from */
+typedef struct StorePlan
+{
+	SPIPlanPtr	plan;
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[8];
+} StorePlan;
+
+/* The ownership test shared by complete, fail and extend */
+#define LEASE_HELD_BY_OWNER \
+	"lease_owner OPERATOR(pg_catalog.=) $2 AND leased_until IS NOT NULL " \
+	"AND delivered_at IS NULL AND dead_at IS NULL"
+
+/*
+ * Claim: one UPDATE over the oldest claimable messages, locked with SKIP
+ * LOCKED so that concurrent claims take disjoint rows.  A candidate whose
+ * lease expired on its last allowed attempt (it still has a lease and
+ * attempts >= max_attempts) is marked dead in the same statement instead of
+ * being leased again, so it is never delivered one more time.  Leasing
+ * changes no indexed column and can stay a HOT update.
+ *
+ * $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts
+ */
+#define CLAIM_SET \
+	"WITH claimed AS (UPDATE outbox.message m SET " \
+	" attempts = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
+	"   THEN m.attempts ELSE m.attempts OPERATOR(pg_catalog.+) 1 END," \
+	" leased_until = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
+	"   THEN NULL ELSE $5 END," \
+	" lease_owner = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
+	"   THEN m.lease_owner ELSE $4 END," \
+	" dead_at = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
+	"   THEN $2 END," \
+	" last_error = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
+	"   THEN pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s', m.lease_owner, m.attempts, $6)" \
+	"   ELSE m.last_error END " \
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (" \
+	" SELECT c.id FROM outbox.message c" \
+	" WHERE "
+
+#define CLAIM_DUE \
+	" c.delivered_at IS NULL AND c.dead_at IS NULL" \
+	" AND c.available_at OPERATOR(pg_catalog.<=) $2" \
+	" AND (c.leased_until IS NULL OR c.leased_until OPERATOR(pg_catalog.<=) $2)" \
+	" ORDER BY c.available_at, c.id LIMIT $3" \
+	" FOR UPDATE SKIP LOCKED) " \
+	"RETURNING m.*) " \
+	"SELECT * FROM claimed ORDER BY available_at, id"
+
+static StorePlan plan_append = {
+	NULL,
+	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at) "
+	"VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+	6, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_append_same = {
+	NULL,
+	"SELECT topic OPERATOR(pg_catalog.=) $2 AND event_type OPERATOR(pg_catalog.=) $3"
+	" AND payload OPERATOR(pg_catalog.=) $4 "
+	"FROM outbox.message WHERE id OPERATOR(pg_catalog.=) $1",
+	4, {UUIDOID, TEXTOID, TEXTOID, JSONBOID}
+};
+
+static StorePlan plan_append_batch = {
+	NULL,
+	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at) "
+	"SELECT u.id, $2, $3, u.payload, $5, $6 "
+	"FROM pg_catalog.unnest($1, $4) WITH ORDINALITY AS u(id, payload, n) ORDER BY u.n",
+	6, {UUIDARRAYOID, TEXTOID, TEXTOID, JSONBARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_claim_topic = {
+	NULL,
+	CLAIM_SET " c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE,
+	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
+};
+
+static StorePlan plan_claim_any = {
+	NULL,
+	CLAIM_SET CLAIM_DUE,
+	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
+};
+
+static StorePlan plan_complete = {
+	NULL,
+	"UPDATE outbox.message SET delivered_at = $3, leased_until = NULL "
+	"WHERE id OPERATOR(pg_catalog.=) $1 AND " LEASE_HELD_BY_OWNER,
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_complete_many = {
+	NULL,
+	"UPDATE outbox.message SET delivered_at = $3, leased_until = NULL "
+	"WHERE id OPERATOR(pg_catalog.=) ANY ($1) AND " LEASE_HELD_BY_OWNER,
+	3, {UUIDARRAYOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_fail_lock = {
+	NULL,
+	"SELECT attempts FROM outbox.message "
+	"WHERE id OPERATOR(pg_catalog.=) $1 AND " LEASE_HELD_BY_OWNER " FOR UPDATE",
+	2, {UUIDOID, TEXTOID}
+};
+
+/* $3 is the next available_at (NULL when dead), $4 dead_at (NULL unless dead) */
+static StorePlan plan_fail_update = {
+	NULL,
+	"UPDATE outbox.message SET leased_until = NULL, last_error = $2,"
+	" available_at = pg_catalog.coalesce($3, available_at), dead_at = $4 "
+	"WHERE id OPERATOR(pg_catalog.=) $1",
+	4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_extend = {
+	NULL,
+	"UPDATE outbox.message SET leased_until = $3 "
+	"WHERE id OPERATOR(pg_catalog.=) $1 AND " LEASE_HELD_BY_OWNER,
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_retry_dead = {
+	NULL,
+	"UPDATE outbox.message SET dead_at = NULL, attempts = 0, available_at = $2,"
+	" leased_until = NULL "
+	"WHERE id OPERATOR(pg_catalog.=) $1 AND dead_at IS NOT NULL AND delivered_at IS NULL",
+	2, {UUIDOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_retry_dead_topic = {
+	NULL,
+	"UPDATE outbox.message SET dead_at = NULL, attempts = 0, available_at = $2,"
+	" leased_until = NULL "
+	"WHERE topic OPERATOR(pg_catalog.=) $1 AND dead_at IS NOT NULL AND delivered_at IS NULL",
+	2, {TEXTOID, TIMESTAMPTZOID}
+};
+
+/*
+ * Purge walks the finished rows once with a cursor and deletes them by
+ * ctid in chunks; the delete re-checks the horizon, so a row revived by
+ * retry_dead in the meantime stays.
+ */
+static StorePlan plan_purge_scan = {
+	NULL,
+	"SELECT ctid FROM outbox.message "
+	"WHERE delivered_at OPERATOR(pg_catalog.<) $1 OR dead_at OPERATOR(pg_catalog.<) $1",
+	1, {TIMESTAMPTZOID}
+};
+
+static StorePlan plan_purge_delete = {
+	NULL,
+	"DELETE FROM outbox.message WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)"
+	" AND (delivered_at OPERATOR(pg_catalog.<) $2 OR dead_at OPERATOR(pg_catalog.<) $2)",
+	2, {TIDARRAYOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_purge_marker_scan = {
+	NULL,
+	"SELECT ctid FROM outbox.processed WHERE processed_at OPERATOR(pg_catalog.<) $1",
+	1, {TIMESTAMPTZOID}
+};
+
+static StorePlan plan_purge_marker_delete = {
+	NULL,
+	"DELETE FROM outbox.processed WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)"
+	" AND processed_at OPERATOR(pg_catalog.<) $2",
+	2, {TIDARRAYOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_consume_once = {
+	NULL,
+	"INSERT INTO outbox.processed (consumer, message_id, processed_at) "
+	"VALUES ($1, $2, $3) ON CONFLICT (consumer, message_id) DO NOTHING",
+	3, {TEXTOID, UUIDOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_envelope_by_id = {
+	NULL,
+	"SELECT id, event_type, created_at, payload FROM outbox.message "
+	"WHERE id OPERATOR(pg_catalog.=) $1",
+	1, {UUIDOID}
+};
+
+/* Rows deleted per statement by purge */
+#define PURGE_CHUNK		1000
+
+static SPIPlanPtr obx_plan(StorePlan *p);
+static int	obx_exec(StorePlan *p, Datum *values, const char *nulls,
+					 bool read_only, long count, int expect);
+static void obx_connect(void);
+static void obx_finish(void);
+static int64 obx_purge_table(StorePlan *scan, StorePlan *del,
+							 TimestampTz horizon, int64 max_rows);
+
+/* Prepare a statement on first use and keep it for the backend's life. */
+static SPIPlanPtr
+obx_plan(StorePlan *p)
+{
+	if (p->plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(p->sql, p->nargs, p->argtypes);
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+				 p->sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		p->plan = plan;
+	}
+	return p->plan;
+}
+
+/* Run a saved statement and check that SPI answered with the expected code. */
+static int
+obx_exec(StorePlan *p, Datum *values, const char *nulls, bool read_only,
+		 long count, int expect)
+{
+	int			ret;
+
+	ret = SPI_execute_plan(obx_plan(p), values, nulls, read_only, count);
+	if (ret != expect)
+		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
+			 p->sql, SPI_result_code_string(ret));
+	return ret;
+}
+
+static void
+obx_connect(void)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+static void
+obx_finish(void)
+{
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+}
+
+/*
+ * Insert one message.  Returns NULL when a new row was written, or the id
+ * when a message with this id already existed with the same content (an
+ * idempotent repeat).  The same id with other content is an error.
+ *
+ * ON CONFLICT DO NOTHING waits for a concurrent insert of the same id, so
+ * two open transactions appending the same message end with one row and no
+ * error.  If the conflicting row disappears before it can be compared (a
+ * concurrent purge), the insert is simply tried again.
+ */
+pg_uuid_t *
+StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
+			TimestampTz available_at)
+{
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	int			tries;
+
+	values[0] = UUIDPGetDatum(id);
+	values[1] = PointerGetDatum(topic);
+	values[2] = PointerGetDatum(event_type);
+	values[3] = JsonbPGetDatum(payload);
+	values[4] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	values[5] = TimestampTzGetDatum(available_at);
+
+	obx_connect();
+	for (tries = 0;; tries++)
+	{
+		bool		isnull;
+		Datum		same;
+
+		obx_exec(&plan_append, values, nulls, false, 0, SPI_OK_INSERT);
+		if (SPI_processed == 1)
+			break;
+
+		/* the id exists: an idempotent repeat, or a conflict */
+		obx_exec(&plan_append_same, values, nulls, false, 1, SPI_OK_SELECT);
+		if (SPI_processed == 0)
+		{
+			if (tries < 3)
+				continue;
+			elog(ERROR, "message %s vanished during append",
+				 DatumGetCString(DirectFunctionCall1(uuid_out, values[0])));
+		}
+		same = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+							 &isnull);
+		if (isnull || !DatumGetBool(same))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNIQUE_VIOLATION),
+					 errmsg("message \"%s\" already exists with a different topic, type or payload",
+							DatumGetCString(DirectFunctionCall1(uuid_out, values[0]))),
+					 errdetail("Appending an existing id again is accepted only with the same topic, type and payload."),
+					 errhint("Use a new id for a new event.")));
+		break;
+	}
+	obx_finish();
+	return id;
+}
+
+/*
+ * Insert one message per element of payloads, with the ids given in ids,
+ * in array order.
+ */
+void
+StoreAppendBatch(text *topic, text *event_type, Datum ids, Datum payloads,
+				 TimestampTz available_at)
+{
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+
+	values[0] = ids;
+	values[1] = PointerGetDatum(topic);
+	values[2] = PointerGetDatum(event_type);
+	values[3] = payloads;
+	values[4] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	values[5] = TimestampTzGetDatum(available_at);
+
+	obx_connect();
+	obx_exec(&plan_append_batch, values, nulls, false, 0, SPI_OK_INSERT);
+	obx_finish();
+}
+
+/*
+ * Lease up to req->batch_size due messages and put them, oldest first, into
+ * store (whose descriptor is tupdesc, the row type of outbox.message).
+ * Candidates that turn out dead do not count against the batch: the claim
+ * goes on with the remainder until it has a full batch or nothing is due.
+ * Returns the number of leased messages.
+ */
+int
+StoreClaim(const ClaimRequest *req, TupleDesc tupdesc, Tuplestorestate *store)
+{
+	StorePlan  *p = req->topic ? &plan_claim_topic : &plan_claim_any;
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	int			leased = 0;
+
+	values[0] = req->topic ? PointerGetDatum(req->topic) : (Datum) 0;
+	nulls[0] = req->topic ? ' ' : 'n';
+	values[1] = TimestampTzGetDatum(req->now);
+	values[3] = PointerGetDatum(req->owner);
+	values[4] = TimestampTzGetDatum(req->now +
+									(int64) req->lease_seconds * USECS_PER_SEC);
+	values[5] = Int32GetDatum(req->max_attempts);
+
+	obx_connect();
+	for (;;)
+	{
+		int			dead = 0;
+		int			dead_attno;
+		uint64		i;
+		uint64		n;
+
+		values[2] = Int32GetDatum(req->batch_size - leased);
+		obx_exec(p, values, nulls, false, 0, SPI_OK_SELECT);
+
+		n = SPI_processed;
+		if (SPI_tuptable->tupdesc->natts != tupdesc->natts)
+			elog(ERROR, "outbox.message has %d columns, its row type %d",
+				 SPI_tuptable->tupdesc->natts, tupdesc->natts);
+		dead_attno = SPI_fnumber(SPI_tuptable->tupdesc, "dead_at");
+		if (dead_attno <= 0)
+			elog(ERROR, "outbox.message has no column dead_at");
+
+		for (i = 0; i < n; i++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[i];
+			Datum		vals[32];
+			bool		isnull[32];
+
+			if (tupdesc->natts > lengthof(vals))
+				elog(ERROR, "outbox.message has too many columns");
+			heap_deform_tuple(tup, SPI_tuptable->tupdesc, vals, isnull);
+			if (!isnull[dead_attno - 1])
+			{
+				dead++;
+				continue;
+			}
+			tuplestore_putvalues(store, tupdesc, vals, isnull);
+			leased++;
+		}
+		SPI_freetuptable(SPI_tuptable);
+
+		/* stop when the batch is full, or the last round found no dead one */
+		if (dead == 0 || leased >= req->batch_size)
+			break;
+	}
+	obx_finish();
+	return leased;
+}
+
+/*
+ * Mark delivered the messages of ids (a uuid, or a uuid[] when many) that
+ * owner holds.  Returns the number marked.
+ */
+int64
+StoreComplete(Datum ids, bool many, text *owner, TimestampTz now)
+{
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	int64		done;
+
+	values[0] = ids;
+	values[1] = PointerGetDatum(owner);
+	values[2] = TimestampTzGetDatum(now);
+
+	obx_connect();
+	obx_exec(many ? &plan_complete_many : &plan_complete,
+			 values, nulls, false, 0, SPI_OK_UPDATE);
+	done = SPI_processed;
+	obx_finish();
+	return done;
+}
+
+/*
+ * Record a failed delivery by the lease owner.  The lease ends; the message
+ * waits for its backoff delay, or is dead when it used its last attempt.
+ * Returns false, changing nothing, when owner does not hold the message.
+ */
+bool
+StoreFail(pg_uuid_t *id, text *owner, text *error, TimestampTz now)
+{
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+	bool		isnull;
+	int32		attempts;
+
+	values[0] = UUIDPGetDatum(id);
+	values[1] = PointerGetDatum(owner);
+
+	obx_connect();
+	obx_exec(&plan_fail_lock, values, nulls, false, 1, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+	{
+		obx_finish();
+		return false;
+	}
+	attempts = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull));
+
+	values[1] = PointerGetDatum(error);
+	if (attempts >= outbox_max_attempts)
+	{
+		nulls[2] = 'n';
+		values[3] = TimestampTzGetDatum(now);
+	}
+	else
+	{
+		int64		delay = BackoffDelaySeconds(attempts, outbox_backoff_seconds,
+												outbox_backoff_max_seconds);
+
+		values[2] = TimestampTzGetDatum(now + delay * USECS_PER_SEC);
+		nulls[3] = 'n';
+	}
+	obx_exec(&plan_fail_update, values, nulls, false, 0, SPI_OK_UPDATE);
+	obx_finish();
+	return true;
+}
+
+/* Push the lease that owner holds on id to now + lease_seconds. */
+bool
+StoreExtend(pg_uuid_t *id, text *owner, int lease_seconds, TimestampTz now)
+{
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	bool		done;
+
+	values[0] = UUIDPGetDatum(id);
+	values[1] = PointerGetDatum(owner);
+	values[2] = TimestampTzGetDatum(now + (int64) lease_seconds * USECS_PER_SEC);
+
+	obx_connect();
+	obx_exec(&plan_extend, values, nulls, false, 0, SPI_OK_UPDATE);
+	done = (SPI_processed > 0);
+	obx_finish();
+	return done;
+}
+
+/*
+ * Revive dead messages: the one with this id, or (id NULL) every dead one
+ * of topic.  Returns how many were revived.
+ */
+int64
+StoreRetryDead(pg_uuid_t *id, text *topic, TimestampTz now)
+{
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
+	int64		done;
+
+	values[0] = id ? UUIDPGetDatum(id) : PointerGetDatum(topic);
+	values[1] = TimestampTzGetDatum(now);
+
+	obx_connect();
+	obx_exec(id ? &plan_retry_dead : &plan_retry_dead_topic,
+			 values, nulls, false, 0, SPI_OK_UPDATE);
+	done = SPI_processed;
+	obx_finish();
+	return done;
+}
+
+/*
+ * Delete at most max_rows (all when negative) rows found by the cursor
+ * statement scan, in chunks of PURGE_CHUNK through the statement del.
+ */
+static int64
+obx_purge_table(StorePlan *scan, StorePlan *del, TimestampTz horizon,
+				int64 max_rows)
+{
+	Portal		portal;
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
+	int64		deleted = 0;
+	int64		seen = 0;
+
+	values[0] = TimestampTzGetDatum(horizon);
+	portal = SPI_cursor_open(NULL, obx_plan(scan), values, nulls, true);
+
+	for (;;)
+	{
+		long		want = PURGE_CHUNK;
+		Datum	   *tids;
+		ArrayType  *arr;
+		uint64		i;
+		uint64		n;
+
+		if (max_rows >= 0 && max_rows - seen < want)
+			want = (long) (max_rows - seen);
+		if (want <= 0)
+			break;
+
+		SPI_cursor_fetch(portal, true, want);
+		n = SPI_processed;
+		if (n == 0)
+			break;
+		seen += n;
+
+		tids = palloc(sizeof(Datum) * n);
+		for (i = 0; i < n; i++)
+		{
+			bool		isnull;
+
+			tids[i] = SPI_getbinval(SPI_tuptable->vals[i],
+									SPI_tuptable->tupdesc, 1, &isnull);
+		}
+		arr = construct_array(tids, (int) n, TIDOID, sizeof(ItemPointerData),
+							  false, TYPALIGN_SHORT);
+
+		values[0] = PointerGetDatum(arr);
+		values[1] = TimestampTzGetDatum(horizon);
+		obx_exec(del, values, nulls, false, 0, SPI_OK_DELETE);
+		deleted += SPI_processed;
+
+		SPI_freetuptable(SPI_tuptable);
+		pfree(arr);
+		pfree(tids);
+		values[0] = TimestampTzGetDatum(horizon);
+	}
+	SPI_cursor_close(portal);
+	return deleted;
+}
+
+/*
+ * Delete delivered and dead messages finished before horizon, at most
+ * max_rows of them (all when negative), and the consume_once markers older
+ * than horizon (as many).  Returns the number of messages deleted.
+ */
+int64
+StorePurge(TimestampTz horizon, int64 max_rows)
+{
+	int64		deleted;
+
+	obx_connect();
+	deleted = obx_purge_table(&plan_purge_scan, &plan_purge_delete,
+							  horizon, max_rows);
+	(void) obx_purge_table(&plan_purge_marker_scan, &plan_purge_marker_delete,
+						   horizon, max_rows);
+	obx_finish();
+	return deleted;
+}
+
+/*
+ * Record that consumer processed message_id.  Returns true when the marker
+ * is new.  A concurrent call for the same pair waits for this transaction:
+ * it gets false if this one commits and true if it rolls back.
+ */
+bool
+StoreConsumeOnce(text *consumer, pg_uuid_t *message_id, TimestampTz now)
+{
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	bool		inserted;
+
+	values[0] = PointerGetDatum(consumer);
+	values[1] = UUIDPGetDatum(message_id);
+	values[2] = TimestampTzGetDatum(now);
+
+	obx_connect();
+	obx_exec(&plan_consume_once, values, nulls, false, 0, SPI_OK_INSERT);
+	inserted = (SPI_processed == 1);
+	obx_finish();
+	return inserted;
+}
+
+/* The envelope of the message with this id, or NULL; palloc'd by the caller. */
+Jsonb *
+StoreEnvelopeById(pg_uuid_t *id)
+{
+	Datum		values[1];
+	Jsonb	   *result = NULL;
+	MemoryContext caller = CurrentMemoryContext;
+
+	values[0] = UUIDPGetDatum(id);
+
+	obx_connect();
+	obx_exec(&plan_envelope_by_id, values, NULL, true, 1, SPI_OK_SELECT);
+	if (SPI_processed == 1)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		pg_uuid_t  *mid;
+		text	   *type;
+		TimestampTz created;
+		Jsonb	   *payload;
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+
+		mid = DatumGetUUIDP(SPI_getbinval(tup, desc, 1, &isnull));
+		type = DatumGetTextPP(SPI_getbinval(tup, desc, 2, &isnull));
+		created = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
+		payload = DatumGetJsonbP(SPI_getbinval(tup, desc, 4, &isnull));
+		result = BuildEnvelope(mid, type, created, payload);
+		MemoryContextSwitchTo(spi);
+	}
+	obx_finish();
+	return result;
+}

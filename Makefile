@@ -8,11 +8,15 @@ OBJS = \
 	src/krizaka_outbox.o \
 	src/outbox_api.o \
 	src/outbox_backoff.o \
+	src/outbox_drain.o \
 	src/outbox_envelope.o \
 	src/outbox_guc.o \
+	src/outbox_remote.o \
 	src/outbox_store.o \
 	src/outbox_uuid.o \
-	src/outbox_validate.o
+	src/outbox_validate.o \
+	src/outbox_wakeup.o \
+	src/outbox_worker.o
 
 DATA = $(wildcard $(EXTENSION)--*.sql)
 PGFILEDESC = "krizaka_outbox - transactional outbox"

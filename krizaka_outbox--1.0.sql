@@ -202,6 +202,22 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION outbox.envelope_by_id(uuid) IS
     'Public: the wire envelope of the message with this id, or NULL when there is none.';
 
+CREATE FUNCTION outbox.worker_status(
+    OUT datname name,
+    OUT pid integer,
+    OUT state text,
+    OUT started_at timestamptz,
+    OUT last_round_at timestamptz,
+    OUT delivered bigint,
+    OUT failed bigint,
+    OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'outbox_worker_status'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION outbox.worker_status() IS
+    'Public: one row per drain worker of the background launcher (needs shared_preload_libraries).';
+
 /*
  * Privileges.  Nothing is open to PUBLIC: the database owner grants EXECUTE
  * per role (writers, workers, operators; see the README).  A database owner

@@ -19,11 +19,16 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
-/* Module load: define the settings on every load. */
+/*
+ * Module load: define the settings on every load; the worker registers
+ * itself only when the library is preloaded.
+ */
 void
 _PG_init(void)
 {
 	OutboxGucInit();
+	OutboxWorkerInit();
+	OutboxWakeupInit();
 
 	MarkGUCPrefixReserved("outbox");
 }

@@ -89,4 +89,27 @@ extern bool StoreConsumeOnce(text *consumer, pg_uuid_t *message_id,
 							 TimestampTz now);
 extern Jsonb *StoreEnvelopeById(pg_uuid_t *id);
 
+/* delivery: routes, one delivery round, drain_once (outbox_route.c, outbox_drain.c) */
+extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
+							   int64 *delivered, int64 *failed);
+
+/* NOTIFY target (outbox_notify.c) */
+#define OUTBOX_NOTIFY_MAX_BYTES		7999	/* pg_notify payloads stay below 8000 bytes */
+
+/* remote PostgreSQL target (outbox_remote.c) */
+extern void RemoteCheckCommand(const char *command);
+extern void RemoteCheckRoute(const char *server_name, Oid creator);
+extern bool RemoteDeliver(const char *server_name, Oid userid,
+						  bool require_password, const char *command,
+						  const char *envelope, const char *topic,
+						  TimestampTz deadline, char **error);
+
+/* background worker and launcher (outbox_worker.c, outbox_shmem.c) */
+extern bool outbox_preloaded;
+extern void OutboxWorkerInit(void);
+
+/* waking the worker at commit (outbox_wakeup.c) */
+extern void OutboxWakeupInit(void);
+extern void WakeWorkerAtCommit(void);
+
 #endif							/* OUTBOX_H */

@@ -47,6 +47,16 @@ CREATE INDEX message_due_topic_idx ON outbox.message (topic, available_at, id)
 CREATE INDEX message_due_idx ON outbox.message (available_at, id)
     WHERE delivered_at IS NULL AND dead_at IS NULL;
 
+/*
+ * Delivered and dead messages have partial indexes of their own, so that
+ * purge and topic_stats read the finished rows, and only those, without
+ * touching the table (topic is included for an index-only count).
+ */
+CREATE INDEX message_delivered_idx ON outbox.message (delivered_at) INCLUDE (topic)
+    WHERE delivered_at IS NOT NULL;
+CREATE INDEX message_dead_idx ON outbox.message (dead_at) INCLUDE (topic)
+    WHERE dead_at IS NOT NULL;
+
 COMMENT ON TABLE outbox.message IS
     'Outbox messages: appended in the writer''s transaction, delivered at least once after commit.';
 
@@ -202,6 +212,123 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION outbox.envelope_by_id(uuid) IS
     'Public: the wire envelope of the message with this id, or NULL when there is none.';
 
+/*
+ * outbox.routes: where the background worker and drain_once deliver a
+ * topic.  One route per topic: a NOTIFY channel, or a command run on a
+ * remote PostgreSQL database named by a foreign server (credentials come
+ * from the user mapping of the delivering role, never from this table).
+ */
+CREATE TABLE outbox.routes (
+    topic       text        NOT NULL,
+    target      text        NOT NULL,
+    channel     text,
+    server      name,
+    command     text,
+    created_by  name        NOT NULL DEFAULT CURRENT_USER,
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT routes_pkey PRIMARY KEY (topic),
+    CONSTRAINT routes_target_check CHECK (
+        (target OPERATOR(pg_catalog.=) 'notify' AND channel IS NOT NULL
+            AND server IS NULL AND command IS NULL)
+        OR (target OPERATOR(pg_catalog.=) 'remote' AND channel IS NULL
+            AND server IS NOT NULL AND command IS NOT NULL))
+);
+
+COMMENT ON TABLE outbox.routes IS
+    'Delivery routes: one per topic, to a NOTIFY channel or to a command on a remote PostgreSQL server.';
+
+SELECT pg_catalog.pg_extension_config_dump('outbox.routes', '');
+
+/*
+ * outbox.topic_stats: per topic, the messages due now, delayed (backoff or
+ * available_at in the future), leased, dead and delivered, and the age of
+ * the oldest message not yet delivered.  Each part reads one partial index.
+ */
+CREATE VIEW outbox.topic_stats AS
+WITH pending AS (
+    SELECT m.topic,
+           pg_catalog.count(*) FILTER (
+               WHERE m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+                 AND (m.leased_until IS NULL
+                      OR m.leased_until OPERATOR(pg_catalog.<=) pg_catalog.now())) AS due,
+           pg_catalog.count(*) FILTER (
+               WHERE m.available_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS delayed,
+           pg_catalog.count(*) FILTER (
+               WHERE m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+                 AND m.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()) AS leased,
+           pg_catalog.min(m.created_at) AS oldest_created_at
+      FROM outbox.message m
+     WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+     GROUP BY m.topic
+), dead AS (
+    SELECT m.topic, pg_catalog.count(*) AS dead
+      FROM outbox.message m
+     WHERE m.dead_at IS NOT NULL
+     GROUP BY m.topic
+), delivered AS (
+    SELECT m.topic, pg_catalog.count(*) AS delivered
+      FROM outbox.message m
+     WHERE m.delivered_at IS NOT NULL
+     GROUP BY m.topic
+)
+SELECT t.topic,
+       COALESCE(p.due, 0) AS due,
+       COALESCE(p.delayed, 0) AS delayed,
+       COALESCE(p.leased, 0) AS leased,
+       COALESCE(d.dead, 0) AS dead,
+       COALESCE(v.delivered, 0) AS delivered,
+       pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_created_at AS oldest_undelivered_age
+  FROM (SELECT topic FROM pending UNION SELECT topic FROM dead
+        UNION SELECT topic FROM delivered) t
+  LEFT JOIN pending p ON p.topic OPERATOR(pg_catalog.=) t.topic
+  LEFT JOIN dead d ON d.topic OPERATOR(pg_catalog.=) t.topic
+  LEFT JOIN delivered v ON v.topic OPERATOR(pg_catalog.=) t.topic;
+
+COMMENT ON VIEW outbox.topic_stats IS
+    'Per topic: messages due, delayed, leased, dead and delivered, and the age of the oldest undelivered one.';
+
+CREATE FUNCTION outbox.route_notify(topic text, channel text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_route_notify'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.route_notify(text, text) IS
+    'Public: deliver topic by pg_notify(channel, envelope); replaces the topic''s route.';
+
+/*
+ * route_remote and drain_once run as their caller: the caller's privileges
+ * on the foreign server and its user mapping decide the remote connection.
+ * They switch to the extension's owner only for statements on the outbox
+ * tables.
+ */
+CREATE FUNCTION outbox.route_remote(topic text, server name, command text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_route_remote'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.route_remote(text, name, text) IS
+    'Public: deliver topic by running command on the foreign server, with $1 = envelope (jsonb) and $2 = topic; replaces the topic''s route.';
+
+CREATE FUNCTION outbox.unroute(topic text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'outbox_unroute'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.unroute(text) IS
+    'Public: remove the route of topic. Returns false when it had none.';
+
+CREATE FUNCTION outbox.drain_once(topic text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'outbox_drain_once'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.drain_once(text) IS
+    'Public: one round of delivery through the routes of topic, or of every routed topic; returns the number delivered. For pg_cron and other schedulers.';
+
 CREATE FUNCTION outbox.worker_status(
     OUT datname name,
     OUT pid integer,
@@ -223,7 +350,7 @@ COMMENT ON FUNCTION outbox.worker_status() IS
  * per role (writers, workers, operators; see the README).  A database owner
  * who is not a superuser receives the grant option to do so.
  */
-REVOKE ALL ON TABLE outbox.message, outbox.processed FROM PUBLIC;
+REVOKE ALL ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox FROM PUBLIC;
 
 DO $do$
@@ -238,7 +365,7 @@ BEGIN
     IF FOUND THEN
         EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA outbox TO %I WITH GRANT OPTION', dbowner);
         EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA outbox TO %I WITH GRANT OPTION', dbowner);
-        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.message, outbox.processed TO %I WITH GRANT OPTION', dbowner);
+        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats TO %I WITH GRANT OPTION', dbowner);
     END IF;
 END
 $do$;

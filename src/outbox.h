@@ -19,6 +19,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "nodes/pg_list.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
 #include "utils/tuplestore.h"
@@ -76,8 +77,33 @@ extern pg_uuid_t *StoreAppend(text *topic, text *event_type, Jsonb *payload,
 							  pg_uuid_t *id, TimestampTz available_at);
 extern void StoreAppendBatch(text *topic, text *event_type, Datum ids,
 							 Datum payloads, TimestampTz available_at);
+/* what delivery needs of a claimed message */
+typedef struct ClaimedMessage
+{
+	pg_uuid_t	id;
+	text	   *topic;
+	text	   *event_type;
+	TimestampTz created_at;
+	Jsonb	   *payload;
+	int			attempts;
+	TimestampTz leased_until;
+} ClaimedMessage;
+
+/* a row of outbox.routes */
+typedef struct OutboxRoute
+{
+	char	   *topic;
+	bool		remote;			/* remote command, else NOTIFY */
+	char	   *channel;
+	char	   *server;
+	char	   *command;
+	char	   *created_by;
+} OutboxRoute;
+
+#define OUTBOX_MESSAGE_MAX_COLS	32
+
 extern int	StoreClaim(const ClaimRequest *req, TupleDesc tupdesc,
-					   Tuplestorestate *store);
+					   Tuplestorestate *store, List **messages);
 extern int64 StoreComplete(Datum ids, bool many, text *owner,
 						   TimestampTz now);
 extern bool StoreFail(pg_uuid_t *id, text *owner, text *error, TimestampTz now);
@@ -88,6 +114,12 @@ extern int64 StorePurge(TimestampTz horizon, int64 max_rows);
 extern bool StoreConsumeOnce(text *consumer, pg_uuid_t *message_id,
 							 TimestampTz now);
 extern Jsonb *StoreEnvelopeById(pg_uuid_t *id);
+extern int64 StoreRelease(Datum ids, text *owner);
+extern TimestampTz StoreNextDue(text *topic, TimestampTz now);
+extern void StoreRouteSet(text *topic, const char *target, text *channel,
+						  const char *server, text *command, Oid creator);
+extern bool StoreRouteDelete(text *topic);
+extern List *StoreRouteList(text *topic);
 
 /* delivery: routes, one delivery round, drain_once (outbox_route.c, outbox_drain.c) */
 extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,

@@ -202,7 +202,7 @@ outbox_claim(PG_FUNCTION_ARGS)
 	req.max_attempts = outbox_max_attempts;
 
 	InitMaterializedSRF(fcinfo, 0);
-	StoreClaim(&req, rsinfo->setDesc, rsinfo->setResult);
+	StoreClaim(&req, rsinfo->setDesc, rsinfo->setResult, NULL);
 	PG_RETURN_NULL();
 }
 

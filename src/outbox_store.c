@@ -22,6 +22,7 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -137,7 +138,7 @@ static StorePlan plan_fail_lock = {
 static StorePlan plan_fail_update = {
 	NULL,
 	"UPDATE outbox.message SET leased_until = NULL, last_error = $2,"
-	" available_at = pg_catalog.coalesce($3, available_at), dead_at = $4 "
+	" available_at = COALESCE($3, available_at), dead_at = $4 "
 	"WHERE id OPERATOR(pg_catalog.=) $1",
 	4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 };
@@ -209,6 +210,55 @@ static StorePlan plan_envelope_by_id = {
 	"SELECT id, event_type, created_at, payload FROM outbox.message "
 	"WHERE id OPERATOR(pg_catalog.=) $1",
 	1, {UUIDOID}
+};
+
+/* Give back leases not used: the attempt did not happen */
+static StorePlan plan_release = {
+	NULL,
+	"UPDATE outbox.message SET leased_until = NULL,"
+	" attempts = pg_catalog.int4larger(attempts OPERATOR(pg_catalog.-) 1, 0) "
+	"WHERE id OPERATOR(pg_catalog.=) ANY ($1) AND " LEASE_HELD_BY_OWNER,
+	2, {UUIDARRAYOID, TEXTOID}
+};
+
+/*
+ * When the next message of a topic becomes due: the first one delayed into
+ * the future (first entry after now in the due index), or the end of the
+ * earliest valid lease (a short range: leased messages are due ones).
+ */
+static StorePlan plan_next_due = {
+	NULL,
+	"SELECT LEAST("
+	" (SELECT pg_catalog.min(available_at) FROM outbox.message"
+	"  WHERE topic OPERATOR(pg_catalog.=) $1 AND delivered_at IS NULL AND dead_at IS NULL"
+	"  AND available_at OPERATOR(pg_catalog.>) $2),"
+	" (SELECT pg_catalog.min(leased_until) FROM outbox.message"
+	"  WHERE topic OPERATOR(pg_catalog.=) $1 AND delivered_at IS NULL AND dead_at IS NULL"
+	"  AND available_at OPERATOR(pg_catalog.<=) $2 AND leased_until OPERATOR(pg_catalog.>) $2))",
+	2, {TEXTOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_route_set = {
+	NULL,
+	"INSERT INTO outbox.routes (topic, target, channel, server, command, created_by, created_at) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7) "
+	"ON CONFLICT (topic) DO UPDATE SET target = excluded.target, channel = excluded.channel,"
+	" server = excluded.server, command = excluded.command,"
+	" created_by = excluded.created_by, created_at = excluded.created_at",
+	7, {TEXTOID, TEXTOID, TEXTOID, NAMEOID, TEXTOID, NAMEOID, TIMESTAMPTZOID}
+};
+
+static StorePlan plan_route_delete = {
+	NULL,
+	"DELETE FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1",
+	1, {TEXTOID}
+};
+
+static StorePlan plan_route_list = {
+	NULL,
+	"SELECT topic, target, channel, server, command, created_by FROM outbox.routes "
+	"WHERE $1 IS NULL OR topic OPERATOR(pg_catalog.=) $1 ORDER BY topic",
+	1, {TEXTOID}
 };
 
 /* Rows deleted per statement by purge */
@@ -350,17 +400,39 @@ StoreAppendBatch(text *topic, text *event_type, Datum ids, Datum payloads,
 	obx_finish();
 }
 
+/* Copy the fields delivery needs out of a claimed row, in the caller's context. */
+static ClaimedMessage *
+obx_claimed_message(Datum *vals, bool *isnull, const int *attno)
+{
+	ClaimedMessage *m = palloc(sizeof(ClaimedMessage));
+
+	memcpy(&m->id, DatumGetUUIDP(vals[attno[0]]), sizeof(pg_uuid_t));
+	m->topic = DatumGetTextPCopy(vals[attno[1]]);
+	m->event_type = DatumGetTextPCopy(vals[attno[2]]);
+	m->created_at = DatumGetTimestampTz(vals[attno[3]]);
+	m->payload = DatumGetJsonbPCopy(vals[attno[4]]);
+	m->attempts = DatumGetInt32(vals[attno[5]]);
+	m->leased_until = DatumGetTimestampTz(vals[attno[6]]);
+	return m;
+}
+
 /*
- * Lease up to req->batch_size due messages and put them, oldest first, into
- * store (whose descriptor is tupdesc, the row type of outbox.message).
- * Candidates that turn out dead do not count against the batch: the claim
- * goes on with the remainder until it has a full batch or nothing is due.
- * Returns the number of leased messages.
+ * Lease up to req->batch_size due messages, oldest first.  The rows go into
+ * store (whose descriptor is tupdesc, the row type of outbox.message) when
+ * store is given, and as ClaimedMessages onto *messages (allocated in the
+ * caller's memory context) when messages is given.  Candidates that turn
+ * out dead do not count against the batch: the claim goes on with the
+ * remainder until it has a full batch or nothing is due.  Returns the
+ * number of leased messages.
  */
 int
-StoreClaim(const ClaimRequest *req, TupleDesc tupdesc, Tuplestorestate *store)
+StoreClaim(const ClaimRequest *req, TupleDesc tupdesc, Tuplestorestate *store,
+		   List **messages)
 {
+	static const char *const cols[] = {"id", "topic", "event_type", "created_at",
+	"payload", "attempts", "leased_until", "dead_at"};
 	StorePlan  *p = req->topic ? &plan_claim_topic : &plan_claim_any;
+	MemoryContext caller = CurrentMemoryContext;
 	Datum		values[6];
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	int			leased = 0;
@@ -376,37 +448,50 @@ StoreClaim(const ClaimRequest *req, TupleDesc tupdesc, Tuplestorestate *store)
 	obx_connect();
 	for (;;)
 	{
+		TupleDesc	desc;
+		int			attno[lengthof(cols)];
 		int			dead = 0;
-		int			dead_attno;
 		uint64		i;
 		uint64		n;
+		int			c;
 
 		values[2] = Int32GetDatum(req->batch_size - leased);
 		obx_exec(p, values, nulls, false, 0, SPI_OK_SELECT);
 
 		n = SPI_processed;
-		if (SPI_tuptable->tupdesc->natts != tupdesc->natts)
-			elog(ERROR, "outbox.message has %d columns, its row type %d",
-				 SPI_tuptable->tupdesc->natts, tupdesc->natts);
-		dead_attno = SPI_fnumber(SPI_tuptable->tupdesc, "dead_at");
-		if (dead_attno <= 0)
-			elog(ERROR, "outbox.message has no column dead_at");
+		desc = SPI_tuptable->tupdesc;
+		if (desc->natts > OUTBOX_MESSAGE_MAX_COLS ||
+			(store && desc->natts != tupdesc->natts))
+			elog(ERROR, "outbox.message has an unexpected shape (%d columns)",
+				 desc->natts);
+		for (c = 0; c < lengthof(cols); c++)
+		{
+			attno[c] = SPI_fnumber(desc, cols[c]) - 1;
+			if (attno[c] < 0)
+				elog(ERROR, "outbox.message has no column %s", cols[c]);
+		}
 
 		for (i = 0; i < n; i++)
 		{
-			HeapTuple	tup = SPI_tuptable->vals[i];
-			Datum		vals[32];
-			bool		isnull[32];
+			Datum		vals[OUTBOX_MESSAGE_MAX_COLS];
+			bool		isnull[OUTBOX_MESSAGE_MAX_COLS];
 
-			if (tupdesc->natts > lengthof(vals))
-				elog(ERROR, "outbox.message has too many columns");
-			heap_deform_tuple(tup, SPI_tuptable->tupdesc, vals, isnull);
-			if (!isnull[dead_attno - 1])
+			heap_deform_tuple(SPI_tuptable->vals[i], desc, vals, isnull);
+			if (!isnull[attno[7]])
 			{
 				dead++;
 				continue;
 			}
-			tuplestore_putvalues(store, tupdesc, vals, isnull);
+			if (store)
+				tuplestore_putvalues(store, tupdesc, vals, isnull);
+			if (messages)
+			{
+				MemoryContext spi = MemoryContextSwitchTo(caller);
+
+				*messages = lappend(*messages,
+									obx_claimed_message(vals, isnull, attno));
+				MemoryContextSwitchTo(spi);
+			}
 			leased++;
 		}
 		SPI_freetuptable(SPI_tuptable);
@@ -663,4 +748,139 @@ StoreEnvelopeById(pg_uuid_t *id)
 	}
 	obx_finish();
 	return result;
+}
+
+/*
+ * Give back the leases owner holds on ids without counting the attempt:
+ * the messages are due again at once.  Returns how many were released.
+ */
+int64
+StoreRelease(Datum ids, text *owner)
+{
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
+	int64		done;
+
+	values[0] = ids;
+	values[1] = PointerGetDatum(owner);
+
+	obx_connect();
+	obx_exec(&plan_release, values, nulls, false, 0, SPI_OK_UPDATE);
+	done = SPI_processed;
+	obx_finish();
+	return done;
+}
+
+/*
+ * The earliest instant after now at which a message of topic becomes due,
+ * or DT_NOEND when none will without another append.
+ */
+TimestampTz
+StoreNextDue(text *topic, TimestampTz now)
+{
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
+	TimestampTz next = DT_NOEND;
+	bool		isnull;
+	Datum		d;
+
+	values[0] = PointerGetDatum(topic);
+	values[1] = TimestampTzGetDatum(now);
+
+	obx_connect();
+	obx_exec(&plan_next_due, values, nulls, true, 1, SPI_OK_SELECT);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		next = DatumGetTimestampTz(d);
+	obx_finish();
+	return next;
+}
+
+/* Create or replace the route of topic. */
+void
+StoreRouteSet(text *topic, const char *target, text *channel,
+			  const char *server, text *command, Oid creator)
+{
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	NameData	server_name;
+	NameData	creator_name;
+
+	values[0] = PointerGetDatum(topic);
+	values[1] = CStringGetTextDatum(target);
+	if (channel)
+		values[2] = PointerGetDatum(channel);
+	else
+		nulls[2] = 'n';
+	if (server)
+	{
+		namestrcpy(&server_name, server);
+		values[3] = NameGetDatum(&server_name);
+	}
+	else
+		nulls[3] = 'n';
+	if (command)
+		values[4] = PointerGetDatum(command);
+	else
+		nulls[4] = 'n';
+	namestrcpy(&creator_name, GetUserNameFromId(creator, false));
+	values[5] = NameGetDatum(&creator_name);
+	values[6] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+
+	obx_connect();
+	obx_exec(&plan_route_set, values, nulls, false, 0, SPI_OK_INSERT);
+	obx_finish();
+}
+
+/* Remove the route of topic; false when there was none. */
+bool
+StoreRouteDelete(text *topic)
+{
+	Datum		values[1];
+	bool		done;
+
+	values[0] = PointerGetDatum(topic);
+
+	obx_connect();
+	obx_exec(&plan_route_delete, values, NULL, false, 0, SPI_OK_DELETE);
+	done = (SPI_processed > 0);
+	obx_finish();
+	return done;
+}
+
+/* The routes (of topic, or all when NULL), in topic order, as OutboxRoutes. */
+List *
+StoreRouteList(text *topic)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	Datum		values[1];
+	char		nulls[1] = {' '};
+	List	   *routes = NIL;
+	uint64		i;
+
+	values[0] = topic ? PointerGetDatum(topic) : (Datum) 0;
+	nulls[0] = topic ? ' ' : 'n';
+
+	obx_connect();
+	obx_exec(&plan_route_list, values, nulls, true, 0, SPI_OK_SELECT);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+		OutboxRoute *r = palloc0(sizeof(OutboxRoute));
+		char	   *target;
+
+		r->topic = SPI_getvalue(tup, desc, 1);
+		target = SPI_getvalue(tup, desc, 2);
+		r->remote = (strcmp(target, "remote") == 0);
+		r->channel = SPI_getvalue(tup, desc, 3);
+		r->server = SPI_getvalue(tup, desc, 4);
+		r->command = SPI_getvalue(tup, desc, 5);
+		r->created_by = SPI_getvalue(tup, desc, 6);
+		routes = lappend(routes, r);
+		MemoryContextSwitchTo(spi);
+	}
+	obx_finish();
+	return routes;
 }

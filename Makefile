@@ -11,7 +11,9 @@ OBJS = \
 	src/outbox_drain.o \
 	src/outbox_envelope.o \
 	src/outbox_guc.o \
+	src/outbox_notify.o \
 	src/outbox_remote.o \
+	src/outbox_route.o \
 	src/outbox_store.o \
 	src/outbox_uuid.o \
 	src/outbox_validate.o \

@@ -60,6 +60,8 @@ extern int64 BackoffDelaySeconds(int attempts, int base_seconds, int max_seconds
 /* envelope (outbox_envelope.c) */
 extern Jsonb *BuildEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created_at,
 							Jsonb *payload);
+extern Jsonb *BuildTruncatedEnvelope(pg_uuid_t *id, text *event_type,
+									 TimestampTz created_at);
 extern char *FormatIsoTimestamp(TimestampTz ts);
 
 /* the message store (outbox_store.c) */
@@ -121,12 +123,24 @@ extern void StoreRouteSet(text *topic, const char *target, text *channel,
 extern bool StoreRouteDelete(text *topic);
 extern List *StoreRouteList(text *topic);
 
+typedef struct StoreIdentity
+{
+	Oid			userid;
+	int			sec_context;
+} StoreIdentity;
+
+extern bool StoreTryLock(void);
+extern void StoreBecomeOwner(StoreIdentity *save);
+extern void StoreRestoreIdentity(const StoreIdentity *save);
+
 /* delivery: routes, one delivery round, drain_once (outbox_route.c, outbox_drain.c) */
 extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 							   int64 *delivered, int64 *failed);
 
 /* NOTIFY target (outbox_notify.c) */
 #define OUTBOX_NOTIFY_MAX_BYTES		7999	/* pg_notify payloads stay below 8000 bytes */
+extern void CheckChannel(text *channel);
+extern void NotifyDeliver(const char *channel, ClaimedMessage *m);
 
 /* remote PostgreSQL target (outbox_remote.c) */
 extern void RemoteCheckCommand(const char *command);

@@ -132,6 +132,7 @@ outbox_append(PG_FUNCTION_ARGS)
 		id = PG_GETARG_UUID_P(3);
 
 	StoreAppend(topic, type, payload, id, available_at);
+	WakeWorkerAtCommit();
 	PG_RETURN_UUID_P(id);
 }
 
@@ -173,6 +174,7 @@ outbox_append_batch(PG_FUNCTION_ARGS)
 					 PointerGetDatum(construct_array(ids, n, UUIDOID, UUID_LEN,
 													 false, TYPALIGN_CHAR)),
 					 PointerGetDatum(payloads), now);
+	WakeWorkerAtCommit();
 
 	for (i = 0; i < n; i++)
 	{
@@ -276,7 +278,10 @@ outbox_retry_dead(PG_FUNCTION_ARGS)
 	TimestampTz now = GetCurrentTimestamp();
 	pg_uuid_t  *id = obx_check_uuid(fcinfo, 0, "id");
 
-	PG_RETURN_BOOL(StoreRetryDead(id, NULL, now) > 0);
+	if (StoreRetryDead(id, NULL, now) == 0)
+		PG_RETURN_BOOL(false);
+	WakeWorkerAtCommit();
+	PG_RETURN_BOOL(true);
 }
 
 /* outbox.retry_dead_topic(topic) returns bigint */
@@ -286,7 +291,11 @@ outbox_retry_dead_topic(PG_FUNCTION_ARGS)
 	TimestampTz now = GetCurrentTimestamp();
 	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
 
-	PG_RETURN_INT64(StoreRetryDead(NULL, topic, now));
+	int64		revived = StoreRetryDead(NULL, topic, now);
+
+	if (revived > 0)
+		WakeWorkerAtCommit();
+	PG_RETURN_INT64(revived);
 }
 
 /*

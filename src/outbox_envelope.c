@@ -80,10 +80,13 @@ obx_push_key(JsonbParseState **state, const char *key)
 	pushJsonbValue(state, WJB_KEY, &k);
 }
 
-/* Build the envelope of one message. */
-Jsonb *
-BuildEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created_at,
-			  Jsonb *payload)
+/*
+ * Build an envelope; without payload and with "truncated": true when
+ * payload is NULL (for channels that cannot carry the whole message).
+ */
+static Jsonb *
+obx_build(pg_uuid_t *id, text *event_type, TimestampTz created_at,
+		  Jsonb *payload)
 {
 	JsonbParseState *state = NULL;
 	JsonbValue	v;
@@ -112,12 +115,41 @@ BuildEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created_at,
 	v.val.string.len = strlen(s);
 	pushJsonbValue(&state, WJB_VALUE, &v);
 
-	obx_push_key(&state, "payload");
-	v.type = jbvBinary;
-	v.val.binary.data = &payload->root;
-	v.val.binary.len = VARSIZE(payload) - VARHDRSZ;
-	pushJsonbValue(&state, WJB_VALUE, &v);
+	if (payload)
+	{
+		obx_push_key(&state, "payload");
+		v.type = jbvBinary;
+		v.val.binary.data = &payload->root;
+		v.val.binary.len = VARSIZE(payload) - VARHDRSZ;
+		pushJsonbValue(&state, WJB_VALUE, &v);
+	}
+	else
+	{
+		obx_push_key(&state, "truncated");
+		v.type = jbvBool;
+		v.val.boolean = true;
+		pushJsonbValue(&state, WJB_VALUE, &v);
+	}
 
 	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
 	return JsonbValueToJsonb(res);
+}
+
+/* Build the envelope of one message. */
+Jsonb *
+BuildEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created_at,
+			  Jsonb *payload)
+{
+	Assert(payload != NULL);
+	return obx_build(id, event_type, created_at, payload);
+}
+
+/*
+ * The envelope without its payload, marked "truncated": true; a listener
+ * reads the whole one with outbox.envelope_by_id.
+ */
+Jsonb *
+BuildTruncatedEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created_at)
+{
+	return obx_build(id, event_type, created_at, NULL);
 }

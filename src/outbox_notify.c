@@ -1,0 +1,71 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_notify.c
+ *		The NOTIFY delivery target.
+ *
+ * A message routed to a channel is sent as pg_notify(channel, envelope).
+ * NOTIFY is transactional: the notification leaves when the transaction
+ * that completes the message commits, and not at all if it rolls back.  A
+ * notification payload must stay under 8000 bytes, so a larger envelope is
+ * sent without its payload and with "truncated": true; the listener reads
+ * the whole envelope with outbox.envelope_by_id(id).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/async.h"
+#include "utils/jsonb.h"
+
+#include "outbox.h"
+
+/*
+ * Check a channel name: a lower-case SQL identifier (letters, digits, _ and
+ * $, not starting with a digit or $) of at most NAMEDATALEN - 1 bytes, so
+ * that `LISTEN channel` written without quotes receives it.
+ */
+void
+CheckChannel(text *channel)
+{
+	const char *p = VARDATA_ANY(channel);
+	int			len = VARSIZE_ANY_EXHDR(channel);
+	int			i;
+
+	if (len >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("channel name is too long"),
+				 errdetail("A channel name has at most %d bytes.", NAMEDATALEN - 1)));
+
+	for (i = 0; i < len; i++)
+	{
+		char		c = p[i];
+		bool		ok;
+
+		ok = (c >= 'a' && c <= 'z') || c == '_' ||
+			(i > 0 && ((c >= '0' && c <= '9') || c == '$'));
+		if (!ok)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("channel \"%.*s\" is not a valid identifier", len, p),
+					 errdetail("A channel is made of lower-case letters, digits, underscores and dollar signs, and starts with a letter or an underscore."),
+					 errhint("LISTEN folds an unquoted name to lower case, so a lower-case channel is received by LISTEN written either way.")));
+	}
+}
+
+/* Queue the envelope of m on channel; it is sent when the transaction commits. */
+void
+NotifyDeliver(const char *channel, ClaimedMessage *m)
+{
+	Jsonb	   *env;
+	char	   *payload;
+
+	env = BuildEnvelope(&m->id, m->event_type, m->created_at, m->payload);
+	payload = JsonbToCString(NULL, &env->root, VARSIZE(env));
+	if (strlen(payload) > OUTBOX_NOTIFY_MAX_BYTES)
+	{
+		env = BuildTruncatedEnvelope(&m->id, m->event_type, m->created_at);
+		payload = JsonbToCString(NULL, &env->root, VARSIZE(env));
+	}
+	Async_Notify(channel, payload);
+}

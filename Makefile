@@ -45,7 +45,7 @@ include $(PGXS)
 
 # The version lives in the control file; META.json and the changelog must agree.
 all: check-version
-.PHONY: check-version test demo bench
+.PHONY: check-version test demo bench deb-check
 check-version:
 	@grep -q '"version": "$(EXTVERSION).0"' META.json || \
 		{ echo "META.json does not carry version $(EXTVERSION).0 (the semver of version $(EXTVERSION) in) $(EXTENSION).control" >&2; exit 1; }
@@ -60,3 +60,7 @@ test:
 
 demo:
 	bash test/run --demo
+
+# Build the Debian package and run the suites against what it installs
+deb-check:
+	bash test/run --deb

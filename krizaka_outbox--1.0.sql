@@ -8,11 +8,10 @@
  * inserted once, updated by claim (attempts, lease), then once more by
  * complete or fail, and finally deleted by purge.
  *
- * fillfactor 70 leaves room on each page so that the claim update, which
- * changes no indexed column, stays a HOT update on the same page; complete
- * leaves the partial "due" indexes and cannot be HOT.  The low autovacuum
- * thresholds keep the due indexes free of dead entries, which claim would
- * otherwise step over on every call.
+ * fillfactor 70 leaves room on each page for the new versions that claim
+ * and complete write, so that they stay on the page of the message.  The
+ * low autovacuum thresholds keep the partial indexes free of dead entries,
+ * which claim would otherwise step over on every call.
  */
 CREATE TABLE outbox.message (
     id            uuid        NOT NULL,
@@ -46,6 +45,15 @@ CREATE INDEX message_due_topic_idx ON outbox.message (topic, available_at, id)
     WHERE delivered_at IS NULL AND dead_at IS NULL;
 CREATE INDEX message_due_idx ON outbox.message (available_at, id)
     WHERE delivered_at IS NULL AND dead_at IS NULL;
+
+/*
+ * The leased messages, so that claim finds the leases that expired on
+ * their last allowed attempt without reading the due ones.  complete, fail
+ * and release clear leased_until, so this index holds only messages in
+ * flight.
+ */
+CREATE INDEX message_leased_idx ON outbox.message (leased_until)
+    WHERE leased_until IS NOT NULL AND delivered_at IS NULL AND dead_at IS NULL;
 
 /*
  * Delivered and dead messages have partial indexes of their own, so that

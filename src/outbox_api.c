@@ -36,8 +36,11 @@ PG_FUNCTION_INFO_V1(outbox_consume_once);
 PG_FUNCTION_INFO_V1(outbox_envelope);
 PG_FUNCTION_INFO_V1(outbox_envelope_by_id);
 
-/* Longest purge horizon that is still computed; anything longer keeps all */
-#define PURGE_HORIZON_MAX_US	(INT64CONST(100000) * 365 * USECS_PER_DAY)
+/*
+ * A horizon this close to the earliest timestamp keeps everything; the
+ * margin covers months, which the range test counts as 30 days.
+ */
+#define PURGE_HORIZON_MARGIN_US	(INT64CONST(60) * USECS_PER_DAY)
 
 static ArrayType *obx_check_array(Datum value, bool isnull, const char *what,
 								  Oid elemtype, int *nelems, Datum **elems);
@@ -328,7 +331,7 @@ outbox_purge(PG_FUNCTION_ARGS)
 					 errmsg("older_than must not be negative"),
 					 errhint("Pass an interval such as '7 days', or NULL for %s.",
 							 "outbox.retention_days")));
-		if (span > (double) PURGE_HORIZON_MAX_US)
+		if (span >= (double) now - (double) MIN_TIMESTAMP - (double) PURGE_HORIZON_MARGIN_US)
 			horizon = DT_NOBEGIN;
 		else
 		{

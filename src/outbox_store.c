@@ -49,11 +49,10 @@ typedef struct StorePlan
 
 /*
  * Claim: one UPDATE over the oldest claimable messages, locked with SKIP
- * LOCKED so that concurrent claims take disjoint rows.  A candidate whose
- * lease expired on its last allowed attempt (it still has a lease and
- * attempts >= max_attempts) is marked dead in the same statement instead of
- * being leased again, so it is never delivered one more time.  Leasing
- * changes no indexed column and can stay a HOT update.
+ * LOCKED so that concurrent claims take disjoint rows.  The dead-marking
+ * statement above runs first; a candidate whose last allowed lease expired
+ * after it (or that it skipped because it was locked) is marked dead here
+ * too, instead of being leased again.
  *
  * $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts
  */
@@ -83,6 +82,35 @@ typedef struct StorePlan
 	"RETURNING m.*) " \
 	"SELECT * FROM claimed ORDER BY available_at, id"
 
+/*
+ * Before a claim: every message of the topic(s) whose lease expired on its
+ * last allowed attempt becomes dead, so it is never delivered once more.
+ * Leased messages are found through the small partial index of leases.
+ *
+ * $1 topic, $2 now, $3 max attempts
+ */
+#define DEAD_MARK_SET \
+	"UPDATE outbox.message m SET dead_at = $2, leased_until = NULL," \
+	" last_error = pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s'," \
+	"   m.lease_owner, m.attempts, $3) " \
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (" \
+	" SELECT c.id FROM outbox.message c" \
+	" WHERE c.leased_until OPERATOR(pg_catalog.<=) $2" \
+	" AND c.attempts OPERATOR(pg_catalog.>=) $3" \
+	" AND c.delivered_at IS NULL AND c.dead_at IS NULL"
+
+static StorePlan plan_dead_mark_topic = {
+	NULL,
+	DEAD_MARK_SET " AND c.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED)",
+	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
+};
+
+static StorePlan plan_dead_mark_any = {
+	NULL,
+	DEAD_MARK_SET " FOR UPDATE SKIP LOCKED)",
+	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
+};
+
 static StorePlan plan_append = {
 	NULL,
 	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at) "
@@ -102,7 +130,8 @@ static StorePlan plan_append_batch = {
 	NULL,
 	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at) "
 	"SELECT u.id, $2, $3, u.payload, $5, $6 "
-	"FROM pg_catalog.unnest($1, $4) WITH ORDINALITY AS u(id, payload, n) ORDER BY u.n",
+	"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($4)) WITH ORDINALITY AS u(id, payload, n) "
+	"ORDER BY u.n",
 	6, {UUIDARRAYOID, TEXTOID, TEXTOID, JSONBARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 };
 
@@ -437,6 +466,7 @@ StoreClaim(const ClaimRequest *req, TupleDesc tupdesc, Tuplestorestate *store,
 	static const char *const cols[] = {"id", "topic", "event_type", "created_at",
 	"payload", "attempts", "leased_until", "dead_at"};
 	StorePlan  *p = req->topic ? &plan_claim_topic : &plan_claim_any;
+	StorePlan  *dm = req->topic ? &plan_dead_mark_topic : &plan_dead_mark_any;
 	MemoryContext caller = CurrentMemoryContext;
 	Datum		values[6];
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
@@ -451,6 +481,11 @@ StoreClaim(const ClaimRequest *req, TupleDesc tupdesc, Tuplestorestate *store,
 	values[5] = Int32GetDatum(req->max_attempts);
 
 	obx_connect();
+
+	/* first, the expired last attempts of the topic(s) */
+	values[2] = values[5];
+	obx_exec(dm, values, nulls, false, 0, SPI_OK_UPDATE);
+
 	for (;;)
 	{
 		TupleDesc	desc;

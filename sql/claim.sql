@@ -62,8 +62,7 @@ SELECT id, attempts, lease_owner, leased_until IS NOT NULL AS leased
 -- batch size and lease length: the arguments, or the settings when NULL
 --
 SELECT regress.reset();
-SELECT count(*) FROM outbox.append_batch('bulk', 'evt.claim.v1',
-                                         ARRAY(SELECT to_jsonb(i) FROM generate_series(1, 600) i));
+SELECT count(outbox.append('bulk', 'evt.claim.v1', to_jsonb(i))) FROM generate_series(1, 600) AS i;
 SELECT count(*) AS default_batch FROM outbox.claim('w');
 SET outbox.batch_size = 3;
 SELECT count(*) AS batch_setting FROM outbox.claim('w');

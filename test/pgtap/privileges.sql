@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(124);
+SELECT plan(125);
 
 --
 -- nothing for PUBLIC: not the schema, not the tables, not one function
@@ -134,19 +134,25 @@ SELECT is(pg_temp.as_role('outbox_test_writer', v.stmt), '42501', 'writer: ' || 
 
 -- the worker claims, extends, completes and fails, and reads envelopes of
 -- what it claimed; it cannot write or read the tables otherwise
+DO $$
+BEGIN
+    PERFORM outbox.append('w', 'evt.w.v1', '{}', '00000000-0000-7000-8000-000000000011', '2020-01-01 00:00:00+00');
+    PERFORM outbox.append('w', 'evt.w.v1', '{}', '00000000-0000-7000-8000-000000000012', '2020-01-01 00:00:01+00');
+END
+$$;
 SELECT is(pg_temp.as_role('outbox_test_worker', v.stmt), 'ok', 'worker: ' || v.what)
-  FROM (VALUES ('claim and build the envelopes', $$SELECT outbox.envelope(c) FROM outbox.claim('worker', 't', 2) AS c$$),
-               ('extend', $$SELECT outbox.extend('00000000-0000-7000-8000-000000000001', 'worker', 30)$$),
-               ('complete', $$SELECT outbox.complete('00000000-0000-7000-8000-000000000001', 'worker')$$),
-               ('complete_many', $$SELECT outbox.complete_many(ARRAY['00000000-0000-7000-8000-000000000001'::uuid], 'worker')$$),
-               ('envelope_by_id', $$SELECT outbox.envelope_by_id('00000000-0000-7000-8000-000000000001')$$)) AS v(what, stmt);
+  FROM (VALUES ('claim and build the envelopes', $$SELECT outbox.envelope(c) FROM outbox.claim('worker', 'w', 2) AS c$$),
+               ('extend', $$SELECT outbox.extend('00000000-0000-7000-8000-000000000011', 'worker', 30)$$),
+               ('complete', $$SELECT outbox.complete('00000000-0000-7000-8000-000000000011', 'worker')$$),
+               ('complete_many', $$SELECT outbox.complete_many(ARRAY['00000000-0000-7000-8000-000000000011'::uuid], 'worker')$$),
+               ('fail', $$SELECT outbox.fail('00000000-0000-7000-8000-000000000012', 'worker', 'boom')$$),
+               ('envelope_by_id', $$SELECT outbox.envelope_by_id('00000000-0000-7000-8000-000000000011')$$)) AS v(what, stmt);
 SELECT is((SELECT count(*) FROM outbox.message WHERE lease_owner = 'worker'), 2::bigint,
           'the worker''s claim leased two messages');
-SELECT is((SELECT delivered_at IS NOT NULL FROM outbox.message WHERE id = '00000000-0000-7000-8000-000000000001'),
+SELECT is((SELECT delivered_at IS NOT NULL FROM outbox.message WHERE id = '00000000-0000-7000-8000-000000000011'),
           true, 'the worker''s complete delivered the message');
-SELECT is(pg_temp.as_role('outbox_test_worker',
-                          $$SELECT outbox.fail(id, 'worker', 'boom') FROM outbox.claim('worker', 't', 1) AS c$$),
-          'ok', 'worker: fail');
+SELECT is((SELECT last_error FROM outbox.message WHERE id = '00000000-0000-7000-8000-000000000012'),
+          'boom', 'the worker''s fail recorded the error');
 SELECT is(pg_temp.as_role('outbox_test_worker', v.stmt), '42501', 'worker: ' || v.what)
   FROM (VALUES ('cannot read outbox.message', $$SELECT count(*) FROM outbox.message$$),
                ('cannot update outbox.message', $$UPDATE outbox.message SET attempts = 0$$),
@@ -158,10 +164,10 @@ SELECT is(pg_temp.as_role('outbox_test_worker', v.stmt), '42501', 'worker: ' || 
 
 -- the operator revives and purges, and does nothing else
 SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), 'ok', 'operator: ' || v.what)
-  FROM (VALUES ('retry_dead', $$SELECT outbox.retry_dead('00000000-0000-7000-8000-000000000001')$$),
+  FROM (VALUES ('retry_dead', $$SELECT outbox.retry_dead('00000000-0000-7000-8000-000000000012')$$),
                ('retry_dead_topic', $$SELECT outbox.retry_dead_topic('t')$$),
                ('purge', $$SELECT outbox.purge('0')$$)) AS v(what, stmt);
-SELECT is((SELECT count(*) FROM outbox.message WHERE id = '00000000-0000-7000-8000-000000000001'), 0::bigint,
+SELECT is((SELECT count(*) FROM outbox.message WHERE id = '00000000-0000-7000-8000-000000000011'), 0::bigint,
           'the operator''s purge deleted the delivered message');
 SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), '42501', 'operator: ' || v.what)
   FROM (VALUES ('cannot read outbox.message', $$SELECT count(*) FROM outbox.message$$),

@@ -4,6 +4,13 @@
 -- grants: USAGE on the schema, EXECUTE on the functions and SELECT on the
 -- tables, each with the grant option; PUBLIC still gets nothing
 --
+-- (left over only by an interrupted earlier run)
+SET client_min_messages = warning;
+DROP DATABASE IF EXISTS regress_outbox_owned;
+DROP ROLE IF EXISTS regress_outbox_owner;
+DROP ROLE IF EXISTS regress_outbox_writer;
+RESET client_min_messages;
+
 CREATE ROLE regress_outbox_owner NOLOGIN;
 CREATE ROLE regress_outbox_writer NOLOGIN;
 CREATE DATABASE regress_outbox_owned OWNER regress_outbox_owner TEMPLATE template0;
@@ -31,6 +38,7 @@ GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz) TO
 SET ROLE regress_outbox_writer;
 SELECT outbox.append('t', 'evt.owner.v1', '{}', '00000000-0000-7000-8000-000000000001');
 SELECT count(*) FROM outbox.message;
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT id, topic FROM outbox.message;
 

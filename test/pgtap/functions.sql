@@ -1,0 +1,132 @@
+-- The function contract: names, signatures with argument names and
+-- defaults, return types, SECURITY DEFINER with a fixed search_path,
+-- volatility, and one unambiguous function per name for untyped parameters.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
+
+SELECT plan(198);
+
+CREATE TEMP TABLE fn (
+    name name,
+    args name[],            -- argument types
+    arguments text,         -- pg_get_function_arguments: names and defaults
+    returns text,
+    definer boolean,
+    volatility text,
+    parallel text,
+    required integer        -- arguments without a default
+) ON COMMIT DROP;
+INSERT INTO fn VALUES
+    ('append', '{text,text,jsonb,uuid,timestamp with time zone}',
+     'topic text, type text, payload jsonb, id uuid DEFAULT NULL::uuid, available_at timestamp with time zone DEFAULT NULL::timestamp with time zone',
+     'uuid', true, 'volatile', 'u', 3),
+    ('append_batch', '{text,text,jsonb[]}',
+     'topic text, type text, payloads jsonb[]',
+     'setof uuid', true, 'volatile', 'u', 3),
+    ('claim', '{text,text,integer,integer}',
+     'owner text, topic text DEFAULT NULL::text, batch_size integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer',
+     'setof outbox.message', true, 'volatile', 'u', 1),
+    ('complete', '{uuid,text}',
+     'id uuid, owner text',
+     'boolean', true, 'volatile', 'u', 2),
+    ('complete_many', '{uuid[],text}',
+     'ids uuid[], owner text',
+     'integer', true, 'volatile', 'u', 2),
+    ('fail', '{uuid,text,text}',
+     'id uuid, owner text, error text',
+     'boolean', true, 'volatile', 'u', 3),
+    ('extend', '{uuid,text,integer}',
+     'id uuid, owner text, lease_seconds integer DEFAULT NULL::integer',
+     'boolean', true, 'volatile', 'u', 2),
+    ('retry_dead', '{uuid}',
+     'id uuid',
+     'boolean', true, 'volatile', 'u', 1),
+    ('retry_dead_topic', '{text}',
+     'topic text',
+     'bigint', true, 'volatile', 'u', 1),
+    ('purge', '{interval,bigint}',
+     'older_than interval DEFAULT NULL::interval, max_rows bigint DEFAULT NULL::bigint',
+     'bigint', true, 'volatile', 'u', 0),
+    ('consume_once', '{text,uuid}',
+     'consumer text, message_id uuid',
+     'boolean', true, 'volatile', 'u', 2),
+    ('envelope', '{outbox.message}',
+     'm outbox.message',
+     'jsonb', false, 'immutable', 's', 1),
+    ('envelope_by_id', '{uuid}',
+     'id uuid',
+     'jsonb', true, 'stable', 'u', 1),
+    ('worker_status', '{}',
+     'OUT datname name, OUT pid integer, OUT state text, OUT started_at timestamp with time zone, OUT last_round_at timestamp with time zone, OUT delivered bigint, OUT failed bigint, OUT last_error text',
+     'setof record', false, 'volatile', 'u', 0);
+
+-- exactly these functions, each name once
+SELECT functions_are('outbox', ARRAY(SELECT name FROM fn), 'schema outbox has exactly the functions of the contract');
+SELECT is_empty($$SELECT proname FROM pg_proc WHERE pronamespace = 'outbox'::regnamespace
+                   GROUP BY proname HAVING count(*) > 1$$,
+                'no function name is overloaded');
+
+-- signatures and results
+SELECT has_function('outbox', name, args, format('outbox.%s(%s) exists', name, array_to_string(args, ', ')))
+  FROM fn ORDER BY name;
+SELECT is(pg_get_function_arguments(format('outbox.%I(%s)', name, array_to_string(args, ','))::regprocedure),
+          arguments, format('outbox.%s: argument names and defaults', name))
+  FROM fn ORDER BY name;
+SELECT function_returns('outbox', name, args, returns, format('outbox.%s returns %s', name, returns))
+  FROM fn ORDER BY name;
+
+-- SECURITY DEFINER with search_path = pg_catalog, pg_temp exactly where the
+-- tables are touched; envelope and worker_status run as the caller
+SELECT CASE WHEN definer
+            THEN is_definer('outbox', name, args, format('outbox.%s is SECURITY DEFINER', name))
+            ELSE isnt_definer('outbox', name, args, format('outbox.%s is not SECURITY DEFINER', name))
+       END
+  FROM fn ORDER BY name;
+SELECT is((SELECT proconfig FROM pg_proc
+            WHERE oid = format('outbox.%I(%s)', name, array_to_string(args, ','))::regprocedure),
+          CASE WHEN definer THEN ARRAY['search_path=pg_catalog, pg_temp'] END,
+          format('outbox.%s: %s', name,
+                 CASE WHEN definer THEN 'search_path = pg_catalog, pg_temp' ELSE 'no settings of its own' END))
+  FROM fn ORDER BY name;
+
+-- volatility, parallel safety, language, strictness and C symbol
+SELECT volatility_is('outbox', name, args, volatility, format('outbox.%s is %s', name, volatility))
+  FROM fn ORDER BY name;
+SELECT is((SELECT proparallel::text FROM pg_proc
+            WHERE oid = format('outbox.%I(%s)', name, array_to_string(args, ','))::regprocedure),
+          parallel, format('outbox.%s is parallel %s', name,
+                           CASE parallel WHEN 's' THEN 'safe' ELSE 'unsafe' END))
+  FROM fn ORDER BY name;
+SELECT function_lang_is('outbox', name, args, 'c', format('outbox.%s is written in C', name))
+  FROM fn ORDER BY name;
+-- not STRICT: a NULL argument is an error (22004), never a silent NULL
+SELECT isnt_strict('outbox', name, args, format('outbox.%s is not STRICT', name))
+  FROM fn ORDER BY name;
+SELECT is((SELECT prosrc || ' in ' || probin FROM pg_proc
+            WHERE oid = format('outbox.%I(%s)', name, array_to_string(args, ','))::regprocedure),
+          format('outbox_%s in $libdir/krizaka_outbox', name),
+          format('outbox.%s is the C function outbox_%s', name, name))
+  FROM fn ORDER BY name;
+SELECT isnt(obj_description(format('outbox.%I(%s)', name, array_to_string(args, ','))::regprocedure, 'pg_proc'),
+            NULL, format('outbox.%s has a comment', name))
+  FROM fn ORDER BY name;
+
+-- a driver that sends every parameter untyped reaches exactly one function,
+-- with all arguments and with the required ones only
+SELECT lives_ok(format('PREPARE %I AS SELECT * FROM outbox.%I(%s)', 'all_' || name, name,
+                       (SELECT string_agg('$' || i, ', ') FROM generate_series(1, cardinality(args)) AS i)),
+                format('outbox.%s with %s untyped parameters resolves', name, cardinality(args)))
+  FROM fn ORDER BY name;
+SELECT is((SELECT parameter_types::text FROM pg_prepared_statements WHERE name = 'all_' || fn.name),
+          (SELECT coalesce(array_agg(t::regtype ORDER BY o), '{}')::text
+             FROM unnest(fn.args) WITH ORDINALITY AS a(t, o)),
+          format('outbox.%s: the untyped parameters take its argument types', name))
+  FROM fn ORDER BY name;
+SELECT lives_ok(format('PREPARE %I AS SELECT * FROM outbox.%I(%s)', 'req_' || name, name,
+                       (SELECT coalesce(string_agg('$' || i, ', '), '') FROM generate_series(1, required) AS i)),
+                format('outbox.%s with its %s required untyped parameters resolves', name, required))
+  FROM fn ORDER BY name;
+
+SELECT * FROM finish();
+ROLLBACK;

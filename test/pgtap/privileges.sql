@@ -1,0 +1,189 @@
+-- The privilege contract: nothing is open to PUBLIC, and the README's
+-- recipe of writer, worker and operator roles gives each role exactly what
+-- it needs through EXECUTE alone (the functions are SECURITY DEFINER).
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
+
+SELECT plan(125);
+
+--
+-- nothing for PUBLIC: not the schema, not the tables, not one function
+--
+SELECT is_empty($$SELECT a.privilege_type FROM pg_namespace n,
+                          aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) AS a
+                   WHERE n.nspname = 'outbox' AND a.grantee = 0$$,
+                'PUBLIC has no privilege on schema outbox');
+SELECT is_empty($$SELECT c.relname, a.privilege_type FROM pg_class c,
+                          aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) AS a
+                   WHERE c.relnamespace = 'outbox'::regnamespace AND a.grantee = 0$$,
+                'PUBLIC has no privilege on any table of outbox');
+SELECT is_empty($$SELECT p.oid::regprocedure, a.privilege_type FROM pg_proc p,
+                          aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) AS a
+                   WHERE p.pronamespace = 'outbox'::regnamespace AND a.grantee = 0$$,
+                'PUBLIC may execute no function of outbox');
+-- and nobody but the owner has anything after CREATE EXTENSION by a superuser
+SELECT is_empty($$SELECT c.relname, a.grantee::regrole FROM pg_class c,
+                          aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) AS a
+                   WHERE c.relnamespace = 'outbox'::regnamespace AND a.grantee <> c.relowner$$,
+                'no role but the owner has a privilege on the tables');
+SELECT is_empty($$SELECT p.oid::regprocedure, a.grantee::regrole FROM pg_proc p,
+                          aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) AS a
+                   WHERE p.pronamespace = 'outbox'::regnamespace AND a.grantee <> p.proowner$$,
+                'no role but the owner may execute a function');
+
+--
+-- the README recipe
+--
+CREATE ROLE outbox_test_writer NOLOGIN;
+CREATE ROLE outbox_test_worker NOLOGIN;
+CREATE ROLE outbox_test_operator NOLOGIN;
+CREATE ROLE outbox_test_nobody NOLOGIN;
+
+GRANT USAGE ON SCHEMA outbox TO outbox_test_writer, outbox_test_worker, outbox_test_operator;
+GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz),
+                          outbox.append_batch(text, text, jsonb[]),
+                          outbox.consume_once(text, uuid)
+      TO outbox_test_writer;
+GRANT EXECUTE ON FUNCTION outbox.claim(text, text, integer, integer),
+                          outbox.extend(uuid, text, integer),
+                          outbox.complete(uuid, text),
+                          outbox.complete_many(uuid[], text),
+                          outbox.fail(uuid, text, text),
+                          outbox.envelope(outbox.message),
+                          outbox.envelope_by_id(uuid)
+      TO outbox_test_worker;
+GRANT EXECUTE ON FUNCTION outbox.retry_dead(uuid),
+                          outbox.retry_dead_topic(text),
+                          outbox.purge(interval, bigint)
+      TO outbox_test_operator;
+
+-- what each role holds: exactly its grants
+SELECT schema_privs_are('outbox', r, CASE WHEN r = 'outbox_test_nobody' THEN '{}'::text[] ELSE ARRAY['USAGE'] END,
+                        format('%s: %s on schema outbox', r,
+                               CASE WHEN r = 'outbox_test_nobody' THEN 'no privilege' ELSE 'USAGE' END))
+  FROM unnest(ARRAY['outbox_test_writer', 'outbox_test_worker', 'outbox_test_operator',
+                    'outbox_test_nobody']::name[]) AS r;
+SELECT table_privs_are('outbox', t, r, '{}'::text[], format('%s: no privilege on outbox.%s', r, t))
+  FROM unnest(ARRAY['outbox_test_writer', 'outbox_test_worker', 'outbox_test_operator',
+                    'outbox_test_nobody']::name[]) AS r,
+       unnest(ARRAY['message', 'processed']::name[]) AS t;
+
+CREATE TEMP TABLE recipe (fn name, args name[], role name) ON COMMIT DROP;
+INSERT INTO recipe VALUES
+    ('append', '{text,text,jsonb,uuid,timestamp with time zone}', 'outbox_test_writer'),
+    ('append_batch', '{text,text,jsonb[]}', 'outbox_test_writer'),
+    ('consume_once', '{text,uuid}', 'outbox_test_writer'),
+    ('claim', '{text,text,integer,integer}', 'outbox_test_worker'),
+    ('extend', '{uuid,text,integer}', 'outbox_test_worker'),
+    ('complete', '{uuid,text}', 'outbox_test_worker'),
+    ('complete_many', '{uuid[],text}', 'outbox_test_worker'),
+    ('fail', '{uuid,text,text}', 'outbox_test_worker'),
+    ('envelope', '{outbox.message}', 'outbox_test_worker'),
+    ('envelope_by_id', '{uuid}', 'outbox_test_worker'),
+    ('retry_dead', '{uuid}', 'outbox_test_operator'),
+    ('retry_dead_topic', '{text}', 'outbox_test_operator'),
+    ('purge', '{interval,bigint}', 'outbox_test_operator'),
+    ('worker_status', '{}', NULL);
+SELECT function_privs_are('outbox', f.fn, f.args, r,
+                          CASE WHEN f.role = r THEN ARRAY['EXECUTE'] ELSE '{}'::text[] END,
+                          format('%s: %s outbox.%s', r,
+                                 CASE WHEN f.role = r THEN 'may execute' ELSE 'may not execute' END, f.fn))
+  FROM recipe f,
+       unnest(ARRAY['outbox_test_writer', 'outbox_test_worker', 'outbox_test_operator',
+                    'outbox_test_nobody']::name[]) AS r
+ ORDER BY r, f.fn;
+
+--
+-- and what each role can really do
+--
+
+-- Run stmt as role r; 'ok', or the SQLSTATE of the error.
+CREATE FUNCTION pg_temp.as_role(r name, stmt text) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('SET LOCAL ROLE %I', r);
+    EXECUTE stmt;
+    RESET ROLE;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END
+$$;
+
+TRUNCATE outbox.message, outbox.processed;
+
+-- the writer appends and marks, and does nothing else
+SELECT is(pg_temp.as_role('outbox_test_writer', $$SELECT outbox.append('t', 'evt.t.v1', '{}', '00000000-0000-7000-8000-000000000001')$$),
+          'ok', 'writer: append');
+SELECT is(pg_temp.as_role('outbox_test_writer', $$SELECT outbox.append_batch('t', 'evt.t.v1', ARRAY['1', '2']::jsonb[])$$),
+          'ok', 'writer: append_batch');
+SELECT is(pg_temp.as_role('outbox_test_writer', $$SELECT outbox.consume_once('c', '00000000-0000-7000-8000-000000000001')$$),
+          'ok', 'writer: consume_once');
+SELECT is((SELECT count(*) FROM outbox.message WHERE id = '00000000-0000-7000-8000-000000000001'), 1::bigint,
+          'the writer''s message is stored');
+SELECT is((SELECT count(*) FROM outbox.processed), 1::bigint, 'the writer''s marker is stored');
+SELECT is(pg_temp.as_role('outbox_test_writer', v.stmt), '42501', 'writer: ' || v.what)
+  FROM (VALUES ('cannot read outbox.message', $$SELECT count(*) FROM outbox.message$$),
+               ('cannot read outbox.processed', $$SELECT count(*) FROM outbox.processed$$),
+               ('cannot insert into outbox.message', $$INSERT INTO outbox.message (id, topic, event_type, payload) VALUES (gen_random_uuid(), 't', 'e', '{}')$$),
+               ('cannot claim', $$SELECT * FROM outbox.claim('writer')$$),
+               ('cannot complete', $$SELECT outbox.complete('00000000-0000-7000-8000-000000000001', 'writer')$$),
+               ('cannot read an envelope by id', $$SELECT outbox.envelope_by_id('00000000-0000-7000-8000-000000000001')$$),
+               ('cannot purge', $$SELECT outbox.purge()$$)) AS v(what, stmt);
+
+-- the worker claims, extends, completes and fails, and reads envelopes of
+-- what it claimed; it cannot write or read the tables otherwise
+DO $$
+BEGIN
+    PERFORM outbox.append('w', 'evt.w.v1', '{}', '00000000-0000-7000-8000-000000000011', '2020-01-01 00:00:00+00');
+    PERFORM outbox.append('w', 'evt.w.v1', '{}', '00000000-0000-7000-8000-000000000012', '2020-01-01 00:00:01+00');
+END
+$$;
+SELECT is(pg_temp.as_role('outbox_test_worker', v.stmt), 'ok', 'worker: ' || v.what)
+  FROM (VALUES ('claim and build the envelopes', $$SELECT outbox.envelope(c) FROM outbox.claim('worker', 'w', 2) AS c$$),
+               ('extend', $$SELECT outbox.extend('00000000-0000-7000-8000-000000000011', 'worker', 30)$$),
+               ('complete', $$SELECT outbox.complete('00000000-0000-7000-8000-000000000011', 'worker')$$),
+               ('complete_many', $$SELECT outbox.complete_many(ARRAY['00000000-0000-7000-8000-000000000011'::uuid], 'worker')$$),
+               ('fail', $$SELECT outbox.fail('00000000-0000-7000-8000-000000000012', 'worker', 'boom')$$),
+               ('envelope_by_id', $$SELECT outbox.envelope_by_id('00000000-0000-7000-8000-000000000011')$$)) AS v(what, stmt);
+SELECT is((SELECT count(*) FROM outbox.message WHERE lease_owner = 'worker'), 2::bigint,
+          'the worker''s claim leased two messages');
+SELECT is((SELECT delivered_at IS NOT NULL FROM outbox.message WHERE id = '00000000-0000-7000-8000-000000000011'),
+          true, 'the worker''s complete delivered the message');
+SELECT is((SELECT last_error FROM outbox.message WHERE id = '00000000-0000-7000-8000-000000000012'),
+          'boom', 'the worker''s fail recorded the error');
+SELECT is(pg_temp.as_role('outbox_test_worker', v.stmt), '42501', 'worker: ' || v.what)
+  FROM (VALUES ('cannot read outbox.message', $$SELECT count(*) FROM outbox.message$$),
+               ('cannot update outbox.message', $$UPDATE outbox.message SET attempts = 0$$),
+               ('cannot append', $$SELECT outbox.append('t', 'evt.t.v1', '{}')$$),
+               ('cannot append_batch', $$SELECT outbox.append_batch('t', 'evt.t.v1', ARRAY['1']::jsonb[])$$),
+               ('cannot consume_once', $$SELECT outbox.consume_once('c', '00000000-0000-7000-8000-000000000002')$$),
+               ('cannot purge', $$SELECT outbox.purge()$$),
+               ('cannot retry_dead', $$SELECT outbox.retry_dead('00000000-0000-7000-8000-000000000001')$$)) AS v(what, stmt);
+
+-- the operator revives and purges, and does nothing else
+SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), 'ok', 'operator: ' || v.what)
+  FROM (VALUES ('retry_dead', $$SELECT outbox.retry_dead('00000000-0000-7000-8000-000000000012')$$),
+               ('retry_dead_topic', $$SELECT outbox.retry_dead_topic('t')$$),
+               ('purge', $$SELECT outbox.purge('0')$$)) AS v(what, stmt);
+SELECT is((SELECT count(*) FROM outbox.message WHERE id = '00000000-0000-7000-8000-000000000011'), 0::bigint,
+          'the operator''s purge deleted the delivered message');
+SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), '42501', 'operator: ' || v.what)
+  FROM (VALUES ('cannot read outbox.message', $$SELECT count(*) FROM outbox.message$$),
+               ('cannot delete from outbox.message', $$DELETE FROM outbox.message$$),
+               ('cannot append', $$SELECT outbox.append('t', 'evt.t.v1', '{}')$$),
+               ('cannot claim', $$SELECT * FROM outbox.claim('operator')$$)) AS v(what, stmt);
+
+-- a role with no grant can do nothing at all
+SELECT is(pg_temp.as_role('outbox_test_nobody', format('SELECT outbox.%I(%s)', f.fn,
+                                                       (SELECT coalesce(string_agg('NULL', ', '), '')
+                                                          FROM unnest(f.args)))),
+          '42501', 'nobody: cannot call outbox.' || f.fn)
+  FROM recipe f ORDER BY f.fn;
+SELECT is(pg_temp.as_role('outbox_test_nobody', v.stmt), '42501', 'nobody: ' || v.what)
+  FROM (VALUES ('cannot read outbox.message', $$SELECT count(*) FROM outbox.message$$),
+               ('cannot read outbox.processed', $$SELECT count(*) FROM outbox.processed$$)) AS v(what, stmt);
+
+SELECT * FROM finish();
+ROLLBACK;

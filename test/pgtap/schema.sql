@@ -1,0 +1,161 @@
+-- The schema contract: the extension, its tables, columns, keys and indexes.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
+
+SELECT plan(77);
+
+-- the extension: version 1.0, fixed in schema outbox
+SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'), '1.0', 'version 1.0');
+SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'krizaka_outbox'),
+          'outbox', 'installed in schema outbox');
+SELECT ok(NOT (SELECT extrelocatable FROM pg_extension WHERE extname = 'krizaka_outbox'), 'not relocatable');
+SELECT has_schema('outbox', 'schema outbox exists');
+
+-- the tables, and nothing else that holds rows
+SELECT tables_are('outbox', ARRAY['message', 'processed'], 'outbox has exactly the tables message and processed');
+SELECT is_empty($$SELECT c.relname FROM pg_class c
+                   WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('S', 'm', 'f', 'p')$$,
+                'outbox has no sequences, materialized views, foreign or partitioned tables');
+
+-- columns: names, order, types, nullability and defaults in one statement ...
+SELECT results_eq(
+    $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
+             pg_get_expr(d.adbin, d.adrelid) COLLATE "default"
+        FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE a.attrelid = 'outbox.message'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attnum$$,
+    $$VALUES ('id', 'uuid', true, NULL::text),
+             ('topic', 'text', true, NULL),
+             ('event_type', 'text', true, NULL),
+             ('payload', 'jsonb', true, NULL),
+             ('created_at', 'timestamp with time zone', true, 'now()'),
+             ('available_at', 'timestamp with time zone', true, 'now()'),
+             ('attempts', 'integer', true, '0'),
+             ('leased_until', 'timestamp with time zone', false, NULL),
+             ('lease_owner', 'text', false, NULL),
+             ('delivered_at', 'timestamp with time zone', false, NULL),
+             ('dead_at', 'timestamp with time zone', false, NULL),
+             ('last_error', 'text', false, NULL)$$,
+    'outbox.message: columns in order, with types, NOT NULL and defaults');
+SELECT results_eq(
+    $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
+             pg_get_expr(d.adbin, d.adrelid) COLLATE "default"
+        FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE a.attrelid = 'outbox.processed'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attnum$$,
+    $$VALUES ('consumer', 'text', true, NULL::text),
+             ('message_id', 'uuid', true, NULL),
+             ('processed_at', 'timestamp with time zone', true, 'now()')$$,
+    'outbox.processed: columns in order, with types, NOT NULL and defaults');
+
+-- ... and column by column
+SELECT columns_are('outbox', 'message',
+                   ARRAY['id', 'topic', 'event_type', 'payload', 'created_at', 'available_at', 'attempts',
+                         'leased_until', 'lease_owner', 'delivered_at', 'dead_at', 'last_error'],
+                   'outbox.message has exactly its twelve columns');
+SELECT columns_are('outbox', 'processed', ARRAY['consumer', 'message_id', 'processed_at'],
+                   'outbox.processed has exactly its three columns');
+
+CREATE TEMP TABLE col (tab name, col name, typ text, not_null boolean, dflt text) ON COMMIT DROP;
+INSERT INTO col VALUES
+    ('message', 'id', 'uuid', true, NULL),
+    ('message', 'topic', 'text', true, NULL),
+    ('message', 'event_type', 'text', true, NULL),
+    ('message', 'payload', 'jsonb', true, NULL),
+    ('message', 'created_at', 'timestamp with time zone', true, 'now()'),
+    ('message', 'available_at', 'timestamp with time zone', true, 'now()'),
+    ('message', 'attempts', 'integer', true, '0'),
+    ('message', 'leased_until', 'timestamp with time zone', false, NULL),
+    ('message', 'lease_owner', 'text', false, NULL),
+    ('message', 'delivered_at', 'timestamp with time zone', false, NULL),
+    ('message', 'dead_at', 'timestamp with time zone', false, NULL),
+    ('message', 'last_error', 'text', false, NULL),
+    ('processed', 'consumer', 'text', true, NULL),
+    ('processed', 'message_id', 'uuid', true, NULL),
+    ('processed', 'processed_at', 'timestamp with time zone', true, 'now()');
+
+SELECT col_type_is('outbox', tab, col, typ, format('outbox.%s.%s is %s', tab, col, typ))
+  FROM col ORDER BY tab, col;
+SELECT CASE WHEN not_null
+            THEN col_not_null('outbox', tab, col, format('outbox.%s.%s is NOT NULL', tab, col))
+            ELSE col_is_null('outbox', tab, col, format('outbox.%s.%s may be NULL', tab, col))
+       END
+  FROM col ORDER BY tab, col;
+SELECT CASE WHEN dflt IS NULL
+            THEN col_hasnt_default('outbox', tab, col, format('outbox.%s.%s has no default', tab, col))
+            ELSE col_has_default('outbox', tab, col, format('outbox.%s.%s has a default', tab, col))
+       END
+  FROM col ORDER BY tab, col;
+
+-- primary keys
+SELECT col_is_pk('outbox', 'message', 'id', 'outbox.message: primary key (id)');
+SELECT col_is_pk('outbox', 'processed', ARRAY['consumer', 'message_id'],
+                 'outbox.processed: primary key (consumer, message_id)');
+SELECT index_is_primary('outbox', 'message', 'message_pkey', 'message_pkey is the primary key of outbox.message');
+SELECT index_is_primary('outbox', 'processed', 'processed_pkey', 'processed_pkey is the primary key of outbox.processed');
+-- no other constraint than the keys and NOT NULL, no trigger, no rule, no policy
+SELECT is_empty($$SELECT conname FROM pg_constraint
+                   WHERE conrelid IN ('outbox.message'::regclass, 'outbox.processed'::regclass)
+                     AND contype <> 'p'$$,
+                'no check, unique, foreign key or exclusion constraints');
+SELECT is_empty($$SELECT tgname FROM pg_trigger
+                   WHERE tgrelid IN ('outbox.message'::regclass, 'outbox.processed'::regclass)$$,
+                'no triggers');
+SELECT is_empty($$SELECT rulename FROM pg_rules WHERE schemaname = 'outbox'$$, 'no rules');
+SELECT is_empty($$SELECT relname FROM pg_class
+                   WHERE relnamespace = 'outbox'::regnamespace AND relrowsecurity$$,
+                'no row level security');
+
+-- indexes: the keys and the two partial "due" indexes of claim, exactly
+SELECT indexes_are('outbox', 'message', ARRAY['message_pkey', 'message_due_topic_idx', 'message_due_idx'],
+                   'outbox.message has exactly its three indexes');
+SELECT indexes_are('outbox', 'processed', ARRAY['processed_pkey'],
+                   'outbox.processed has exactly its primary key index');
+SELECT is(pg_get_indexdef('outbox.message_pkey'::regclass),
+          'CREATE UNIQUE INDEX message_pkey ON outbox.message USING btree (id)',
+          'message_pkey definition');
+SELECT is(pg_get_indexdef('outbox.message_due_topic_idx'::regclass),
+          'CREATE INDEX message_due_topic_idx ON outbox.message USING btree (topic, available_at, id) WHERE ((delivered_at IS NULL) AND (dead_at IS NULL))',
+          'message_due_topic_idx: (topic, available_at, id), only undelivered and not dead');
+SELECT is(pg_get_indexdef('outbox.message_due_idx'::regclass),
+          'CREATE INDEX message_due_idx ON outbox.message USING btree (available_at, id) WHERE ((delivered_at IS NULL) AND (dead_at IS NULL))',
+          'message_due_idx: (available_at, id), only undelivered and not dead');
+SELECT is(pg_get_indexdef('outbox.processed_pkey'::regclass),
+          'CREATE UNIQUE INDEX processed_pkey ON outbox.processed USING btree (consumer, message_id)',
+          'processed_pkey definition');
+
+-- pg_dump keeps the rows of both tables
+SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c
+                 WHERE e.extname = 'krizaka_outbox' ORDER BY 1),
+          ARRAY['outbox.message', 'outbox.processed'],
+          'both tables are registered with pg_extension_config_dump');
+SELECT is((SELECT extcondition FROM pg_extension WHERE extname = 'krizaka_outbox'),
+          ARRAY['', ''],
+          'with no condition: every row is dumped');
+
+-- everything in the schema belongs to the extension; the schema does not
+SELECT is_empty($$SELECT c.oid::regclass FROM pg_class c
+                   WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind = 'r'
+                     AND NOT EXISTS (SELECT FROM pg_depend d
+                                      WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                                        AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e')$$,
+                'both tables are members of the extension');
+SELECT is_empty($$SELECT p.oid::regprocedure FROM pg_proc p
+                   WHERE p.pronamespace = 'outbox'::regnamespace
+                     AND NOT EXISTS (SELECT FROM pg_depend d
+                                      WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                                        AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e')$$,
+                'every function is a member of the extension');
+SELECT is_empty($$SELECT FROM pg_depend d
+                   WHERE d.classid = 'pg_namespace'::regclass AND d.objid = 'outbox'::regnamespace
+                     AND d.deptype = 'e'$$,
+                'the schema is not a member of the extension (DROP EXTENSION leaves it)');
+
+-- documented in the catalog
+SELECT isnt(obj_description('outbox.message'::regclass, 'pg_class'), NULL, 'outbox.message has a comment');
+SELECT isnt(obj_description('outbox.processed'::regclass, 'pg_class'), NULL, 'outbox.processed has a comment');
+
+SELECT * FROM finish();
+ROLLBACK;

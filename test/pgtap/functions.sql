@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(198);
+SELECT plan(254);
 
 CREATE TEMP TABLE fn (
     name name,
@@ -13,6 +13,7 @@ CREATE TEMP TABLE fn (
     arguments text,         -- pg_get_function_arguments: names and defaults
     returns text,
     definer boolean,
+    config boolean,         -- SET search_path = pg_catalog, pg_temp
     volatility text,
     parallel text,
     required integer        -- arguments without a default
@@ -20,46 +21,58 @@ CREATE TEMP TABLE fn (
 INSERT INTO fn VALUES
     ('append', '{text,text,jsonb,uuid,timestamp with time zone}',
      'topic text, type text, payload jsonb, id uuid DEFAULT NULL::uuid, available_at timestamp with time zone DEFAULT NULL::timestamp with time zone',
-     'uuid', true, 'volatile', 'u', 3),
+     'uuid', true, true, 'volatile', 'u', 3),
     ('append_batch', '{text,text,jsonb[]}',
      'topic text, type text, payloads jsonb[]',
-     'setof uuid', true, 'volatile', 'u', 3),
+     'setof uuid', true, true, 'volatile', 'u', 3),
     ('claim', '{text,text,integer,integer}',
      'owner text, topic text DEFAULT NULL::text, batch_size integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer',
-     'setof outbox.message', true, 'volatile', 'u', 1),
+     'setof outbox.message', true, true, 'volatile', 'u', 1),
     ('complete', '{uuid,text}',
      'id uuid, owner text',
-     'boolean', true, 'volatile', 'u', 2),
+     'boolean', true, true, 'volatile', 'u', 2),
     ('complete_many', '{uuid[],text}',
      'ids uuid[], owner text',
-     'integer', true, 'volatile', 'u', 2),
+     'integer', true, true, 'volatile', 'u', 2),
     ('fail', '{uuid,text,text}',
      'id uuid, owner text, error text',
-     'boolean', true, 'volatile', 'u', 3),
+     'boolean', true, true, 'volatile', 'u', 3),
     ('extend', '{uuid,text,integer}',
      'id uuid, owner text, lease_seconds integer DEFAULT NULL::integer',
-     'boolean', true, 'volatile', 'u', 2),
+     'boolean', true, true, 'volatile', 'u', 2),
     ('retry_dead', '{uuid}',
      'id uuid',
-     'boolean', true, 'volatile', 'u', 1),
+     'boolean', true, true, 'volatile', 'u', 1),
     ('retry_dead_topic', '{text}',
      'topic text',
-     'bigint', true, 'volatile', 'u', 1),
+     'bigint', true, true, 'volatile', 'u', 1),
     ('purge', '{interval,bigint}',
      'older_than interval DEFAULT NULL::interval, max_rows bigint DEFAULT NULL::bigint',
-     'bigint', true, 'volatile', 'u', 0),
+     'bigint', true, true, 'volatile', 'u', 0),
     ('consume_once', '{text,uuid}',
      'consumer text, message_id uuid',
-     'boolean', true, 'volatile', 'u', 2),
+     'boolean', true, true, 'volatile', 'u', 2),
     ('envelope', '{outbox.message}',
      'm outbox.message',
-     'jsonb', false, 'immutable', 's', 1),
+     'jsonb', false, false, 'immutable', 's', 1),
     ('envelope_by_id', '{uuid}',
      'id uuid',
-     'jsonb', true, 'stable', 'u', 1),
+     'jsonb', true, true, 'stable', 'u', 1),
+    ('route_notify', '{text,text}',
+     'topic text, channel text',
+     'void', true, true, 'volatile', 'u', 2),
+    ('route_remote', '{text,name,text}',
+     'topic text, server name, command text',
+     'void', false, true, 'volatile', 'u', 3),
+    ('unroute', '{text}',
+     'topic text',
+     'boolean', true, true, 'volatile', 'u', 1),
+    ('drain_once', '{text}',
+     'topic text DEFAULT NULL::text',
+     'integer', false, true, 'volatile', 'u', 0),
     ('worker_status', '{}',
      'OUT datname name, OUT pid integer, OUT state text, OUT started_at timestamp with time zone, OUT last_round_at timestamp with time zone, OUT delivered bigint, OUT failed bigint, OUT last_error text',
-     'setof record', false, 'volatile', 'u', 0);
+     'setof record', false, false, 'volatile', 'u', 0);
 
 -- exactly these functions, each name once
 SELECT functions_are('outbox', ARRAY(SELECT name FROM fn), 'schema outbox has exactly the functions of the contract');
@@ -77,7 +90,9 @@ SELECT function_returns('outbox', name, args, returns, format('outbox.%s returns
   FROM fn ORDER BY name;
 
 -- SECURITY DEFINER with search_path = pg_catalog, pg_temp exactly where the
--- tables are touched; envelope and worker_status run as the caller
+-- tables are touched; envelope and worker_status run as the caller, and so do
+-- route_remote and drain_once, which need the caller's identity for the
+-- remote connection (they keep the fixed search_path)
 SELECT CASE WHEN definer
             THEN is_definer('outbox', name, args, format('outbox.%s is SECURITY DEFINER', name))
             ELSE isnt_definer('outbox', name, args, format('outbox.%s is not SECURITY DEFINER', name))
@@ -85,9 +100,9 @@ SELECT CASE WHEN definer
   FROM fn ORDER BY name;
 SELECT is((SELECT proconfig FROM pg_proc
             WHERE oid = format('outbox.%I(%s)', name, array_to_string(args, ','))::regprocedure),
-          CASE WHEN definer THEN ARRAY['search_path=pg_catalog, pg_temp'] END,
+          CASE WHEN config THEN ARRAY['search_path=pg_catalog, pg_temp'] END,
           format('outbox.%s: %s', name,
-                 CASE WHEN definer THEN 'search_path = pg_catalog, pg_temp' ELSE 'no settings of its own' END))
+                 CASE WHEN config THEN 'search_path = pg_catalog, pg_temp' ELSE 'no settings of its own' END))
   FROM fn ORDER BY name;
 
 -- volatility, parallel safety, language, strictness and C symbol

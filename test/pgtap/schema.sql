@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(77);
+SELECT plan(80);
 
 -- the extension: version 1.0, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
@@ -14,7 +14,7 @@ SELECT ok(NOT (SELECT extrelocatable FROM pg_extension WHERE extname = 'krizaka_
 SELECT has_schema('outbox', 'schema outbox exists');
 
 -- the tables, and nothing else that holds rows
-SELECT tables_are('outbox', ARRAY['message', 'processed'], 'outbox has exactly the tables message and processed');
+SELECT tables_are('outbox', ARRAY['message', 'processed', 'routes'], 'outbox has exactly the tables message, processed and routes');
 SELECT is_empty($$SELECT c.relname FROM pg_class c
                    WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('S', 'm', 'f', 'p')$$,
                 'outbox has no sequences, materialized views, foreign or partitioned tables');
@@ -108,9 +108,11 @@ SELECT is_empty($$SELECT relname FROM pg_class
                    WHERE relnamespace = 'outbox'::regnamespace AND relrowsecurity$$,
                 'no row level security');
 
--- indexes: the keys and the two partial "due" indexes of claim, exactly
-SELECT indexes_are('outbox', 'message', ARRAY['message_pkey', 'message_due_topic_idx', 'message_due_idx'],
-                   'outbox.message has exactly its three indexes');
+-- indexes: the key, the two partial "due" indexes of claim, the leases, and
+-- the finished messages, exactly
+SELECT indexes_are('outbox', 'message', ARRAY['message_pkey', 'message_due_topic_idx', 'message_due_idx',
+                                              'message_leased_idx', 'message_delivered_idx', 'message_dead_idx'],
+                   'outbox.message has exactly its six indexes');
 SELECT indexes_are('outbox', 'processed', ARRAY['processed_pkey'],
                    'outbox.processed has exactly its primary key index');
 SELECT is(pg_get_indexdef('outbox.message_pkey'::regclass),
@@ -122,6 +124,15 @@ SELECT is(pg_get_indexdef('outbox.message_due_topic_idx'::regclass),
 SELECT is(pg_get_indexdef('outbox.message_due_idx'::regclass),
           'CREATE INDEX message_due_idx ON outbox.message USING btree (available_at, id) WHERE ((delivered_at IS NULL) AND (dead_at IS NULL))',
           'message_due_idx: (available_at, id), only undelivered and not dead');
+SELECT is(pg_get_indexdef('outbox.message_leased_idx'::regclass),
+          'CREATE INDEX message_leased_idx ON outbox.message USING btree (leased_until) WHERE ((leased_until IS NOT NULL) AND (delivered_at IS NULL) AND (dead_at IS NULL))',
+          'message_leased_idx: leases of messages in flight');
+SELECT is(pg_get_indexdef('outbox.message_delivered_idx'::regclass),
+          'CREATE INDEX message_delivered_idx ON outbox.message USING btree (delivered_at) INCLUDE (topic) WHERE (delivered_at IS NOT NULL)',
+          'message_delivered_idx: delivered messages, with their topic');
+SELECT is(pg_get_indexdef('outbox.message_dead_idx'::regclass),
+          'CREATE INDEX message_dead_idx ON outbox.message USING btree (dead_at) INCLUDE (topic) WHERE (dead_at IS NOT NULL)',
+          'message_dead_idx: dead messages, with their topic');
 SELECT is(pg_get_indexdef('outbox.processed_pkey'::regclass),
           'CREATE UNIQUE INDEX processed_pkey ON outbox.processed USING btree (consumer, message_id)',
           'processed_pkey definition');
@@ -129,10 +140,10 @@ SELECT is(pg_get_indexdef('outbox.processed_pkey'::regclass),
 -- pg_dump keeps the rows of both tables
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c
                  WHERE e.extname = 'krizaka_outbox' ORDER BY 1),
-          ARRAY['outbox.message', 'outbox.processed'],
-          'both tables are registered with pg_extension_config_dump');
+          ARRAY['outbox.message', 'outbox.processed', 'outbox.routes'],
+          'the three tables are registered with pg_extension_config_dump');
 SELECT is((SELECT extcondition FROM pg_extension WHERE extname = 'krizaka_outbox'),
-          ARRAY['', ''],
+          ARRAY['', '', ''],
           'with no condition: every row is dumped');
 
 -- everything in the schema belongs to the extension; the schema does not

@@ -1116,18 +1116,20 @@ static void
 obx_cache_init(void)
 {
 	HASHCTL		ctl;
+	HTAB	   *connections;
 
 	if (ObxConnections != NULL)
 		return;
 
-	ObxRemoteContext = AllocSetContextCreate(TopMemoryContext,
-											 "krizaka_outbox remote connections",
-											 ALLOCSET_SMALL_SIZES);
+	if (ObxRemoteContext == NULL)
+		ObxRemoteContext = AllocSetContextCreate(TopMemoryContext,
+												 "krizaka_outbox remote connections",
+												 ALLOCSET_SMALL_SIZES);
 	ctl.keysize = sizeof(ObxConnKey);
 	ctl.entrysize = sizeof(ObxConnEntry);
 	ctl.hcxt = ObxRemoteContext;
-	ObxConnections = hash_create("krizaka_outbox remote connections", 8, &ctl,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	connections = hash_create("krizaka_outbox remote connections", 8, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, obx_inval_callback,
 								  (Datum) 0);
@@ -1140,6 +1142,9 @@ obx_cache_init(void)
 	 * or it would go on and maybe commit after we are gone.
 	 */
 	on_proc_exit(obx_at_exit, (Datum) 0);
+
+	/* Published last: the callbacks ignore a cache that does not exist. */
+	ObxConnections = connections;
 }
 
 /* The cache entry of the target's server and role, created if new. */
@@ -1348,6 +1353,9 @@ obx_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
 	HASH_SEQ_STATUS scan;
 	ObxConnEntry *entry;
+
+	if (ObxConnections == NULL)
+		return;
 
 	hash_seq_init(&scan, ObxConnections);
 	while ((entry = (ObxConnEntry *) hash_seq_search(&scan)) != NULL)

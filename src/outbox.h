@@ -149,6 +149,7 @@ extern bool RemoteDeliver(const char *server_name, Oid userid,
 						  bool require_password, const char *command,
 						  const char *envelope, const char *topic,
 						  TimestampTz deadline, char **error);
+extern void RemoteDisconnectAll(void);
 
 /* background worker and launcher (outbox_worker.c, outbox_shmem.c) */
 extern bool outbox_preloaded;

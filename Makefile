@@ -12,6 +12,7 @@ OBJS = \
 	src/outbox_envelope.o \
 	src/outbox_guc.o \
 	src/outbox_remote.o \
+	src/outbox_shmem.o \
 	src/outbox_store.o \
 	src/outbox_uuid.o \
 	src/outbox_validate.o \

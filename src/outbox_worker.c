@@ -121,6 +121,9 @@ static bool obx_logged_no_bgworker = false;
 /* drain worker state */
 static OutboxWorkerSlot *obx_my_slot = NULL;
 static OutboxWorkerExit obx_my_exit = OBX_EXIT_NONE;
+static emit_log_hook_type prev_emit_log_hook = NULL;
+static char obx_error_message[OUTBOX_WORKER_ERROR_BYTES];	/* last ERROR/FATAL */
+static int	obx_error_code = 0;
 
 PG_FUNCTION_INFO_V1(outbox_worker_status);
 
@@ -141,21 +144,22 @@ static void obx_scan_databases(Oid *roleid, char **role_problem);
 static void obx_resolve_role(MemoryContext cxt, Oid *roleid,
 							 char **role_problem);
 static void obx_take_probe_requests(void);
-static void obx_reap_workers(bool star);
+static void obx_reap_workers(void);
 static void obx_start_worker(LauncherDb *db, Oid roleid, TimestampTz now);
 static int	obx_claim_slot(LauncherDb *db);
+static void obx_keep_slot(LauncherDb *db);
 static void obx_release_slot(LauncherDb *db);
 static void obx_show_problem(LauncherDb *db, const char *problem, bool star);
 
 static bool obx_worker_attach(int slotno, const OutboxWorkerArgs *args,
 							  bool *held_off);
 static void obx_worker_detach(int code, Datum arg);
-static void obx_worker_loop(void);
+static void obx_worker_loop(void) pg_attribute_noreturn();
 static bool obx_extension_installed(void);
 static void obx_worker_set_running(void);
 static void obx_worker_round_done(bool ran, int64 delivered, int64 failed);
 static long obx_worker_sleep_ms(bool ran, TimestampTz next_wake, int64 done);
-static void obx_worker_record_error(void);
+static void obx_worker_log_hook(ErrorData *edata);
 
 static const char *obx_state_name(OutboxWorkerState state);
 static int	obx_compare_slots(const void *a, const void *b);
@@ -544,7 +548,7 @@ obx_launcher_round(void)
 	bool		star;
 
 	star = strcmp(outbox_worker_databases, "*") == 0;
-	obx_reap_workers(star);
+	obx_reap_workers();
 	obx_scan_databases(&roleid, &role_problem);
 	obx_take_probe_requests();
 
@@ -569,6 +573,15 @@ obx_launcher_round(void)
 			(void) hash_search(obx_dbs, &db->dboid, HASH_REMOVE, NULL);
 			continue;
 		}
+
+		/*
+		 * Every listed database has a row in worker_status(); with '*', only
+		 * those that have the extension.
+		 */
+		if (!star)
+			obx_keep_slot(db);
+		else if (db->no_extension)
+			obx_release_slot(db);
 
 		if (role_problem != NULL)
 		{
@@ -810,7 +823,7 @@ obx_take_probe_requests(void)
  * from the reason it left in its slot.
  */
 static void
-obx_reap_workers(bool star)
+obx_reap_workers(void)
 {
 	HASH_SEQ_STATUS seq;
 	LauncherDb *db;
@@ -868,10 +881,6 @@ obx_reap_workers(bool star)
 		}
 		db->stopping = false;
 		db->probe_requested = false;
-
-		/* with '*', a database without the extension is not shown */
-		if (star && db->no_extension)
-			obx_release_slot(db);
 	}
 }
 
@@ -989,6 +998,22 @@ obx_claim_slot(LauncherDb *db)
 	return -1;
 }
 
+/*
+ * Give a listed database a slot even while no worker runs, so that
+ * worker_status() shows it.
+ */
+static void
+obx_keep_slot(LauncherDb *db)
+{
+	if (db->slotno >= 0)
+		return;
+
+	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
+	if (obx_claim_slot(db) >= 0 && db->no_extension)
+		OutboxShmem->slots[db->slotno].state = OBX_WORKER_NO_EXTENSION;
+	LWLockRelease(OutboxShmem->lock);
+}
+
 /* Give a database's slot back (its worker has exited). */
 static void
 obx_release_slot(LauncherDb *db)
@@ -1052,6 +1077,14 @@ OutboxWorkerMain(Datum main_arg)
 		proc_exit(0);			/* registered by an earlier launcher */
 
 	/*
+	 * Whatever ends the worker with an error, from a failed connection to an
+	 * ERROR in a round (which the bgworker error handler turns into exit
+	 * code 1), passes through this hook on its way to the log.
+	 */
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = obx_worker_log_hook;
+
+	/*
 	 * A DROP/ALTER/CREATE DATABASE that began after the launcher registered
 	 * us: connecting now would make it fail.
 	 */
@@ -1069,22 +1102,7 @@ OutboxWorkerMain(Datum main_arg)
 			(errmsg_internal("krizaka_outbox worker started in database %u",
 							 args.dboid)));
 
-	/*
-	 * An ERROR ends the worker (the launcher restarts it after a pause);
-	 * keep its message for worker_status() on the way out.
-	 */
-	PG_TRY();
-	{
-		obx_worker_loop();
-	}
-	PG_CATCH();
-	{
-		obx_worker_record_error();
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-
-	proc_exit(0);
+	obx_worker_loop();
 }
 
 /*
@@ -1148,6 +1166,19 @@ obx_worker_detach(int code, Datum arg)
 		/* terminated to make way for DROP DATABASE and the like? */
 		if (obx_my_exit == OBX_EXIT_NONE && ShmemDatabaseHeldOff(slot->dboid))
 			obx_my_exit = OBX_EXIT_HELD_OFF;
+
+		/*
+		 * A failing exit whose last error is not the termination request
+		 * (SIGTERM's FATAL) was caused by that error.
+		 */
+		if (obx_my_exit == OBX_EXIT_NONE && code != 0 &&
+			obx_error_message[0] != '\0' &&
+			obx_error_code != ERRCODE_ADMIN_SHUTDOWN)
+		{
+			obx_my_exit = OBX_EXIT_ERROR;
+			strlcpy(slot->last_error, obx_error_message,
+					sizeof(slot->last_error));
+		}
 
 		slot->pid = 0;
 		slot->latch = NULL;
@@ -1290,31 +1321,25 @@ obx_worker_sleep_ms(bool ran, TimestampTz next_wake, int64 done)
 }
 
 /*
- * Keep the message of the ERROR that is ending the worker in its slot, cut
- * on a character boundary.  Called in PG_CATCH, before the error goes on.
+ * emit_log_hook of a drain worker: remember the last error reported, which
+ * becomes last_error if it ends the worker.  Only a static buffer is written
+ * here; shared memory is touched by the exit callback.
  */
 static void
-obx_worker_record_error(void)
+obx_worker_log_hook(ErrorData *edata)
 {
-	MemoryContext old;
-	ErrorData  *edata;
-
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	edata = CopyErrorData();
-	obx_my_exit = OBX_EXIT_ERROR;
-
-	if (obx_my_slot != NULL && edata->message != NULL)
+	if (edata->elevel >= ERROR && edata->message != NULL)
 	{
 		int			len = pg_mbcliplen(edata->message, strlen(edata->message),
 									   OUTBOX_WORKER_ERROR_BYTES - 1);
 
-		LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-		memcpy(obx_my_slot->last_error, edata->message, len);
-		obx_my_slot->last_error[len] = '\0';
-		LWLockRelease(OutboxShmem->lock);
+		memcpy(obx_error_message, edata->message, len);
+		obx_error_message[len] = '\0';
+		obx_error_code = edata->sqlerrcode;
 	}
-	FreeErrorData(edata);
-	MemoryContextSwitchTo(old);
+
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
 }
 
 

@@ -53,6 +53,7 @@ static Size obx_shmem_size(void);
 static void obx_shmem_request(void);
 static void obx_shmem_startup(void);
 static bool obx_worker_present(Oid dboid, pid_t *pid);
+static void obx_stop_pause(void);
 
 /* Install the shared memory hooks; only called when preloaded. */
 void
@@ -324,11 +325,29 @@ ShmemStopWorker(Oid dboid, int timeout_ms)
 		if (GetCurrentTimestamp() >= deadline)
 			return false;
 
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 OBX_STOP_POLL_MS, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		obx_stop_pause();
+	}
+
+	/*
+	 * The slot is cleared a moment before the process leaves the proc array
+	 * (ProcKill runs last), and the proc array is what DROP DATABASE checks.
+	 */
+	while (signalled != 0 && BackendPidGetProc(signalled) != NULL)
+	{
+		if (GetCurrentTimestamp() >= deadline)
+			return false;
+		obx_stop_pause();
 	}
 	return true;
+}
+
+/* A short wait while a worker exits, open to cancellation. */
+static void
+obx_stop_pause(void)
+{
+	(void) WaitLatch(MyLatch,
+					 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 OBX_STOP_POLL_MS, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
 }

@@ -140,7 +140,7 @@ static long obx_launcher_round(void);
 static void obx_settings_changed(void);
 static bool obx_log_once(const char *key);
 static void obx_log_again(const char *key);
-static void obx_scan_databases(Oid *roleid, char **role_problem);
+static bool obx_scan_databases(Oid *roleid, char **role_problem);
 static void obx_resolve_role(MemoryContext cxt, Oid *roleid,
 							 char **role_problem);
 static void obx_take_probe_requests(void);
@@ -547,9 +547,8 @@ obx_launcher_round(void)
 	long		timeout = OBX_LAUNCHER_NAPTIME_MS;
 	bool		star;
 
-	star = strcmp(outbox_worker_databases, "*") == 0;
 	obx_reap_workers();
-	obx_scan_databases(&roleid, &role_problem);
+	star = obx_scan_databases(&roleid, &role_problem);
 	obx_take_probe_requests();
 
 	now = GetCurrentTimestamp();
@@ -608,9 +607,9 @@ obx_launcher_round(void)
 /*
  * Read pg_database and mark the target databases, and resolve the role the
  * workers connect as.  Sets *role_problem (and *roleid invalid) when that
- * role cannot be used.
+ * role cannot be used.  Returns whether every database is a target ('*').
  */
-static void
+static bool
 obx_scan_databases(Oid *roleid, char **role_problem)
 {
 	MemoryContext cxt = CurrentMemoryContext;
@@ -723,6 +722,8 @@ obx_scan_databases(Oid *roleid, char **role_problem)
 			OutboxShmem->slots[db->slotno].datname = db->datname;
 	}
 	LWLockRelease(OutboxShmem->lock);
+
+	return star;
 }
 
 /*
@@ -750,30 +751,37 @@ obx_resolve_role(MemoryContext cxt, Oid *roleid, char **role_problem)
 	tup = SearchSysCache1(AUTHNAME, CStringGetDatum(outbox_worker_role));
 	old = MemoryContextSwitchTo(cxt);
 	if (!HeapTupleIsValid(tup))
+	{
 		problem = psprintf("role \"%s\" named in %s does not exist",
 						   outbox_worker_role, "outbox.worker_role");
+		if (obx_log_once(problem))
+			ereport(WARNING,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("role \"%s\" named in %s does not exist",
+							outbox_worker_role, "outbox.worker_role"),
+					 errdetail("No krizaka_outbox worker runs until the setting is corrected.")));
+	}
 	else
 	{
 		Form_pg_authid form = (Form_pg_authid) GETSTRUCT(tup);
 
-		if (!form->rolcanlogin)
+		if (form->rolcanlogin)
+			*roleid = form->oid;
+		else
+		{
 			problem = psprintf("role \"%s\" named in %s is not permitted to log in",
 							   outbox_worker_role, "outbox.worker_role");
-		else
-			*roleid = form->oid;
+			if (obx_log_once(problem))
+				ereport(WARNING,
+						(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+						 errmsg("role \"%s\" named in %s is not permitted to log in",
+								outbox_worker_role, "outbox.worker_role"),
+						 errdetail("No krizaka_outbox worker runs until the setting is corrected.")));
+		}
 		ReleaseSysCache(tup);
 	}
 	MemoryContextSwitchTo(old);
-
-	if (problem != NULL)
-	{
-		*role_problem = problem;
-		if (obx_log_once(problem))
-			ereport(WARNING,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg_internal("%s", problem),
-					 errdetail("No krizaka_outbox worker runs until the setting is corrected.")));
-	}
+	*role_problem = problem;
 }
 
 /*

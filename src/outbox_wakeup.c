@@ -50,6 +50,7 @@
 static bool wake_worker_pending = false;	/* messages appended */
 static bool probe_pending = false;	/* CREATE EXTENSION krizaka_outbox ran */
 static bool wake_launcher_pending = false;	/* databases created or changed */
+static bool holding_off = false;	/* this transaction keeps workers away */
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
@@ -94,7 +95,9 @@ WakeWorkerAtCommit(void)
 /*
  * Act on the requests at commit; forget them on abort and prepare.
  * Holdoffs end with the transaction either way.  Nothing here may throw:
- * at XACT_EVENT_COMMIT the transaction has already committed.
+ * at XACT_EVENT_COMMIT the transaction has already committed.  Every
+ * transaction of every backend passes through here, so shared memory is
+ * touched only when this backend asked for something.
  */
 static void
 obx_xact_callback(XactEvent event, void *arg)
@@ -124,7 +127,11 @@ obx_xact_callback(XactEvent event, void *arg)
 	wake_worker_pending = false;
 	probe_pending = false;
 	wake_launcher_pending = false;
-	(void) ShmemReleaseHoldoffs(MyProcPid);
+	if (holding_off)
+	{
+		holding_off = false;
+		(void) ShmemReleaseHoldoffs(MyProcPid);
+	}
 }
 
 /*
@@ -184,6 +191,7 @@ obx_clear_database(const char *dbname)
 	if (!OidIsValid(dboid) || !ObxDatabaseOwnercheck(dboid, GetUserId()))
 		return;
 
+	holding_off = true;
 	if (!ShmemHoldOffDatabase(dboid))
 		ereport(LOG,
 				(errmsg("too many databases are being dropped or altered at once to keep the krizaka_outbox worker away from \"%s\"",

@@ -26,8 +26,17 @@
  * exit.  Only the owner of the database (or a superuser) gets this, so that
  * nobody else can keep a worker away by issuing statements that then fail.
  *
+ * DROP EXTENSION and ALTER EXTENSION krizaka_outbox wake the worker at
+ * commit too, so that it notices at once; CREATE EXTENSION tells the
+ * launcher, which starts a worker there.
+ *
  * Everything here is installed only when the library is preloaded; loaded
  * in a single session the functions are no-ops.
+ *
+ * Glossary:
+ *	wake-up request	a flag for the commit of the current transaction
+ *	holdoff			a database kept free of workers until the transaction
+ *					that asked for it ends (outbox_shmem.c)
  *
  *-------------------------------------------------------------------------
  */

@@ -692,6 +692,7 @@ obx_scan_databases(Oid *roleid, char **role_problem)
 
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
+	pgstat_report_stat(false);
 
 	/* a listed database that does not exist: say so once, look again later */
 	foreach(lc, names)

@@ -158,7 +158,11 @@ ShmemWakeLauncher(void)
 	LWLockRelease(OutboxShmem->lock);
 }
 
-/* Set the latch of a database's drain worker, if one runs. */
+/*
+ * Set the latch of a database's drain worker, if one runs.  The worker's
+ * own commits do not wake it: its next due time already covers what its
+ * round changed, and waking itself could turn its loop into a busy one.
+ */
 void
 ShmemWakeWorker(Oid dboid)
 {
@@ -169,7 +173,7 @@ ShmemWakeWorker(Oid dboid)
 
 	LWLockAcquire(OutboxShmem->lock, LW_SHARED);
 	slot = ShmemFindSlot(dboid);
-	if (slot != NULL && slot->latch != NULL)
+	if (slot != NULL && slot->latch != NULL && slot->pid != MyProcPid)
 		SetLatch(slot->latch);
 	LWLockRelease(OutboxShmem->lock);
 }

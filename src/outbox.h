@@ -186,7 +186,6 @@ extern PGDLLEXPORT void OutboxWorkerMain(Datum main_arg);
 
 /* shared state (outbox_shmem.c) */
 extern void OutboxShmemInit(void);
-extern OutboxWorkerSlot *ShmemFindSlot(Oid dboid);
 extern bool ShmemDatabaseHeldOff(Oid dboid);
 extern void ShmemWakeLauncher(void);
 extern void ShmemWakeWorker(Oid dboid);

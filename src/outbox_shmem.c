@@ -52,6 +52,7 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static Size obx_shmem_size(void);
 static void obx_shmem_request(void);
 static void obx_shmem_startup(void);
+static OutboxWorkerSlot *obx_find_slot(Oid dboid);
 static bool obx_worker_present(Oid dboid, pid_t *pid);
 static void obx_stop_pause(void);
 
@@ -112,8 +113,8 @@ obx_shmem_startup(void)
 }
 
 /* The slot of a database's drain worker, or NULL; the caller holds the lock. */
-OutboxWorkerSlot *
-ShmemFindSlot(Oid dboid)
+static OutboxWorkerSlot *
+obx_find_slot(Oid dboid)
 {
 	int			i;
 
@@ -172,7 +173,7 @@ ShmemWakeWorker(Oid dboid)
 		return;
 
 	LWLockAcquire(OutboxShmem->lock, LW_SHARED);
-	slot = ShmemFindSlot(dboid);
+	slot = obx_find_slot(dboid);
 	if (slot != NULL && slot->latch != NULL && slot->pid != MyProcPid)
 		SetLatch(slot->latch);
 	LWLockRelease(OutboxShmem->lock);
@@ -288,7 +289,7 @@ obx_worker_present(Oid dboid, pid_t *pid)
 
 	*pid = 0;
 	LWLockAcquire(OutboxShmem->lock, LW_SHARED);
-	slot = ShmemFindSlot(dboid);
+	slot = obx_find_slot(dboid);
 	if (slot != NULL &&
 		(slot->pid != 0 || slot->state == OBX_WORKER_STARTING))
 	{

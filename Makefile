@@ -14,6 +14,7 @@ OBJS = \
 	src/outbox_notify.o \
 	src/outbox_remote.o \
 	src/outbox_route.o \
+	src/outbox_shmem.o \
 	src/outbox_store.o \
 	src/outbox_uuid.o \
 	src/outbox_validate.o \

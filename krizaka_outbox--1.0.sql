@@ -351,7 +351,7 @@ AS 'MODULE_PATHNAME', 'outbox_worker_status'
 LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION outbox.worker_status() IS
-    'Public: one row per drain worker of the background launcher (needs shared_preload_libraries).';
+    'Public: the background drain workers, one row per database they serve (needs shared_preload_libraries).';
 
 /*
  * Privileges.  Nothing is open to PUBLIC: the database owner grants EXECUTE

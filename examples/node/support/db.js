@@ -41,6 +41,30 @@ async function onMaintenanceDb(statements) {
 }
 
 /**
+ * Waits until no session is connected to the database.  Pool.end() returns
+ * once it has asked its connections to close, not once they have: dropping
+ * the database WITH (FORCE) at that moment would terminate them under the
+ * pool, which reports it as an uncaught error.
+ *
+ * @param {string} name
+ */
+async function waitForNoSessions(name) {
+  const client = new pg.Client({ database: "postgres" });
+  await client.connect();
+  try {
+    await waitFor(async () => {
+      const { rows } = await client.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1",
+        [name],
+      );
+      return rows[0].n === 0;
+    }, `the sessions of ${name} to end`);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
  * Creates the database `krizaka_node_<suffix>` with the extension and the
  * two roles, after dropping what a previous run may have left.
  *
@@ -99,6 +123,7 @@ export async function createTestDatabase(suffix) {
     workerPool: (extra = {}) => pool({ ...extra, user: workerRole }),
     drop: async () => {
       await Promise.all(pools.map((p) => p.end()));
+      await waitForNoSessions(name);
       await onMaintenanceDb(dropAll);
     },
   };

@@ -35,20 +35,21 @@ function isPool(target) {
 
 /**
  * The transaction status of a client as the server last reported it: "I"
- * idle, "T" in a transaction, "E" in a failed transaction.
+ * idle, "T" in a transaction, "E" in a failed transaction, or null when the
+ * client cannot tell (pg's native client, a pg without getTransactionStatus).
  *
  * @param {ClientBase} client
  * @param {string} caller
- * @returns {string}
+ * @returns {string | null}
  */
 function transactionStatus(client, caller) {
   if (isPool(client)) {
     throw new TypeError(`${caller} needs a client, not a pool: take a client with pool.connect()`);
   }
   if (typeof client.getTransactionStatus !== "function") {
-    throw new TypeError(`${caller} needs a pg client of pg 8.15 or later (getTransactionStatus)`);
+    return null;
   }
-  return client.getTransactionStatus() ?? "I";
+  return client.getTransactionStatus() ?? null;
 }
 
 /**
@@ -77,13 +78,13 @@ function payloadText(payload) {
  * @returns {Promise<string>} the message id (the given one, or a new UUIDv7)
  */
 export async function append(client, input) {
+  /* a client that cannot tell its status is trusted to be in a transaction */
   const status = transactionStatus(client, "append");
-  if (status !== "T") {
-    throw new Error(
-      status === "E"
-        ? "append: the transaction has failed; roll it back first"
-        : "append must run inside the caller's transaction: call BEGIN first",
-    );
+  if (status === "I") {
+    throw new Error("append must run inside the caller's transaction: call BEGIN first");
+  }
+  if (status === "E") {
+    throw new Error("append: the transaction has failed; roll it back first");
   }
   const { topic, type, payload, id, availableAt } = input;
   if (availableAt !== undefined && !(availableAt instanceof Date)) {
@@ -127,7 +128,7 @@ export async function consumeOnce(target, consumer, messageId, effect) {
       return await consumeInOwnTransaction(client, consumer, messageId, effect);
     } catch (err) {
       /* a client whose ROLLBACK failed may be unusable: do not pool it */
-      broken = transactionStatusOrNull(client) !== "I";
+      broken = transactionStatus(client, "consumeOnce") !== "I";
       throw err;
     } finally {
       client.release(broken);
@@ -137,20 +138,16 @@ export async function consumeOnce(target, consumer, messageId, effect) {
   if (status === "T") {
     return consumeInTransaction(target, consumer, messageId, effect);
   }
+  if (status === "I") {
+    return consumeInOwnTransaction(target, consumer, messageId, effect);
+  }
   if (status === "E") {
     throw new Error("consumeOnce: the transaction has failed; roll it back first");
   }
-  return consumeInOwnTransaction(target, consumer, messageId, effect);
-}
-
-/**
- * The status of a client, or null when it cannot tell.
- *
- * @param {ClientBase} client
- * @returns {string | null}
- */
-function transactionStatusOrNull(client) {
-  return typeof client.getTransactionStatus === "function" ? client.getTransactionStatus() : null;
+  /* opening a transaction inside the caller's would commit the caller's work */
+  throw new TypeError(
+    "consumeOnce cannot tell whether this client is inside a transaction (no getTransactionStatus): pass the Pool",
+  );
 }
 
 /**

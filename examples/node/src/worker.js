@@ -1,0 +1,398 @@
+// @ts-check
+/**
+ * A pull worker for krizaka_outbox over node-postgres: drainOnce is one
+ * round (claim a batch, deliver it in order, record each outcome) and
+ * runWorker loops rounds until its AbortSignal aborts.
+ *
+ * Every statement is a transaction of its own on the pool: the claim commits
+ * before anything is delivered, so a worker that dies mid-batch leaves
+ * leases that expire, and the messages are claimed again (at least once).
+ * While `deliver` runs, a heartbeat extends the lease of the message.
+ *
+ * Glossary: owner = the lease_owner this worker claims as (unique per
+ * process, e.g. "host:pid"); lost = the lease went to another owner, so this
+ * worker neither delivers the message nor records its outcome.
+ */
+import { performance } from "node:perf_hooks";
+
+/** @typedef {import("./envelope.js").Envelope} Envelope */
+
+/**
+ * Anything that runs a statement in a transaction of its own: a pg Pool, or
+ * a Client that is not inside a transaction.
+ *
+ * @typedef {{ query: import("pg").Pool["query"] }} Queryable
+ */
+
+/**
+ * A claimed message, as `deliver` receives it.
+ *
+ * @typedef {object} OutboxMessage
+ * @property {string} id
+ * @property {string} topic
+ * @property {string} type the event type (routing key)
+ * @property {unknown} payload the JSON payload
+ * @property {Date} createdAt when it was appended
+ * @property {number} attempts claims so far, this one included
+ * @property {Date} leasedUntil lease expiry given by the claim
+ * @property {Envelope} envelope the wire envelope, as outbox.envelope built it
+ */
+
+/**
+ * @typedef {object} DrainOptions
+ * @property {Queryable} pool where to claim and record outcomes
+ * @property {string} owner the lease owner, unique per worker process
+ * @property {string} [topic] the topic to drain; all topics when omitted
+ * @property {number} [batchSize] claim size (default: outbox.batch_size)
+ * @property {number} [leaseSeconds] lease length (default: outbox.lease_seconds)
+ * @property {(message: OutboxMessage) => unknown} deliver delivers one message; throws to retry it later
+ * @property {AbortSignal} [signal] when aborted, the message being delivered is finished and no other is started
+ * @property {number} [heartbeatSeconds] how often to extend the lease while deliver runs (default: a third of the lease)
+ */
+
+/**
+ * @typedef {object} WorkerOptions
+ * @property {Queryable} pool
+ * @property {string} owner
+ * @property {string} [topic]
+ * @property {number} [batchSize]
+ * @property {number} [leaseSeconds]
+ * @property {(message: OutboxMessage) => unknown} deliver
+ * @property {number} [heartbeatSeconds]
+ * @property {AbortSignal} signal stops the worker
+ * @property {(seconds: number) => Promise<unknown>} sleep waits between rounds that found nothing
+ * @property {number} [idleSeconds] what to pass to sleep (default 1)
+ * @property {(err: unknown) => unknown} [onError] reports a failed round (database unreachable...) and keeps the worker going; without it the error ends runWorker
+ */
+
+/**
+ * What a round did.
+ *
+ * @typedef {object} DrainCounts
+ * @property {number} claimed messages leased by the claim
+ * @property {number} delivered delivered and completed
+ * @property {number} failed deliver threw: recorded with outbox.fail (back off, or dead)
+ * @property {number} lost lease taken by another owner: not delivered, or outcome not recorded
+ * @property {number} skipped not started because the signal aborted; handed back with the shortest lease
+ */
+
+/** The shortest lease the extension grants (outbox.lease_seconds is 10-3600). */
+const SHORTEST_LEASE_SECONDS = 10;
+
+/** The text fail stores when an error has no text of its own. */
+const NO_ERROR_TEXT = "delivery failed without an error message";
+
+/*
+ * The claim.  The rows of a set-returning function in FROM come back in the
+ * order it returns them, which is the claim order.  lease_left tells the
+ * lease length when the caller left it to the outbox.lease_seconds setting.
+ */
+const CLAIM_SQL = `SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.attempts,
+       m.leased_until, outbox.envelope(m) AS envelope,
+       extract(epoch FROM m.leased_until - clock_timestamp())::float8 AS lease_left
+  FROM outbox.claim($1, $2, $3, $4) AS m`;
+
+/**
+ * Creates an empty set of counts.
+ *
+ * @returns {DrainCounts}
+ */
+function noCounts() {
+  return { claimed: 0, delivered: 0, failed: 0, lost: 0, skipped: 0 };
+}
+
+/**
+ * The text to store for a failed delivery: the error's message, or its
+ * String() form; never empty (outbox.fail refuses an empty text) and
+ * without NUL characters (PostgreSQL text cannot hold them).
+ *
+ * @param {unknown} err
+ * @returns {string}
+ */
+export function errorText(err) {
+  let text = "";
+  if (err instanceof Error && typeof err.message === "string" && err.message !== "") {
+    text = err.message;
+  } else {
+    try {
+      text = String(err);
+    } catch {
+      text = "";
+    }
+  }
+  text = text.replace(/\0/g, "");
+  return text.trim() === "" ? NO_ERROR_TEXT : text;
+}
+
+/**
+ * Checks the options shared by drainOnce and runWorker.
+ *
+ * @param {DrainOptions} options
+ */
+function checkDrainOptions(options) {
+  if (!options || typeof options.pool?.query !== "function") {
+    throw new TypeError("pool must be a pg Pool (or a client outside a transaction)");
+  }
+  if (typeof options.owner !== "string" || options.owner === "") {
+    throw new TypeError("owner must be a non-empty string, unique per worker process");
+  }
+  if (typeof options.deliver !== "function") {
+    throw new TypeError("deliver must be a function");
+  }
+  const hb = options.heartbeatSeconds;
+  if (hb !== undefined && !(typeof hb === "number" && Number.isFinite(hb) && hb > 0)) {
+    throw new TypeError("heartbeatSeconds must be a positive number");
+  }
+}
+
+/**
+ * Turns a claimed row into the message given to deliver.
+ *
+ * @param {any} row
+ * @returns {OutboxMessage}
+ */
+function toMessage(row) {
+  return {
+    id: row.id,
+    topic: row.topic,
+    type: row.event_type,
+    payload: row.payload,
+    createdAt: row.created_at,
+    attempts: row.attempts,
+    leasedUntil: row.leased_until,
+    envelope: row.envelope,
+  };
+}
+
+/**
+ * Pushes the lease of a message to now + lease; false when this owner no
+ * longer holds it.
+ *
+ * @param {Queryable} pool
+ * @param {string} id
+ * @param {string} owner
+ * @param {number | null} leaseSeconds
+ * @returns {Promise<boolean>}
+ */
+async function extend(pool, id, owner, leaseSeconds) {
+  const { rows } = await pool.query("SELECT outbox.extend($1::uuid, $2, $3) AS held", [
+    id,
+    owner,
+    leaseSeconds,
+  ]);
+  return rows[0].held === true;
+}
+
+/**
+ * Runs deliver for one message while a timer extends its lease every
+ * `periodMs`.  Resolves with the error deliver threw, or undefined.  The
+ * heartbeat never overlaps itself and is finished before this returns; a
+ * heartbeat that fails is ignored, since the worst it can cause is a lease
+ * that expires and a message delivered again, which at-least-once allows.
+ *
+ * @param {DrainOptions} options
+ * @param {OutboxMessage} message
+ * @param {number} periodMs
+ * @returns {Promise<{ error: unknown } | undefined>}
+ */
+async function deliverWithHeartbeat(options, message, periodMs) {
+  /** @type {Promise<void> | null} */
+  let beat = null;
+  const timer = setInterval(() => {
+    if (beat !== null) {
+      return;
+    }
+    beat = extend(options.pool, message.id, options.owner, options.leaseSeconds ?? null)
+      .then(() => {})
+      .catch(() => {})
+      .finally(() => {
+        beat = null;
+      });
+  }, periodMs);
+  try {
+    await options.deliver(message);
+    return undefined;
+  } catch (err) {
+    return { error: err };
+  } finally {
+    clearInterval(timer);
+    if (beat !== null) {
+      await beat;
+    }
+  }
+}
+
+/**
+ * One round: claims a batch, delivers it in order, and records each outcome
+ * as it happens (complete after a delivery, fail with the error text when
+ * deliver throws), so that a crash redelivers only what was not recorded.
+ * A message whose lease has aged past the heartbeat period before its turn
+ * is extended first, and skipped when another owner took it.  When the
+ * signal aborts, the message being delivered is finished, the rest of the
+ * batch is handed back (leases cut to the shortest lease), and the round
+ * ends.  Errors of the database are thrown; the claimed messages then come
+ * back when their leases expire.
+ *
+ * @param {DrainOptions} options
+ * @returns {Promise<DrainCounts>}
+ */
+export async function drainOnce(options) {
+  checkDrainOptions(options);
+  const { pool, owner, signal } = options;
+  const counts = noCounts();
+  if (signal?.aborted) {
+    return counts;
+  }
+
+  /* leases start during the claim, so their age is counted from before it */
+  const claimStart = performance.now();
+  const { rows } = await pool.query(CLAIM_SQL, [
+    owner,
+    options.topic ?? null,
+    options.batchSize ?? null,
+    options.leaseSeconds ?? null,
+  ]);
+  counts.claimed = rows.length;
+  if (rows.length === 0) {
+    return counts;
+  }
+
+  const leaseSeconds = options.leaseSeconds ?? Math.max(1, Math.round(rows[0].lease_left));
+  const periodMs = (options.heartbeatSeconds ?? leaseSeconds / 3) * 1000;
+
+  for (let i = 0; i < rows.length; i++) {
+    const message = toMessage(rows[i]);
+
+    if (signal?.aborted) {
+      counts.skipped = rows.length - i;
+      await handBack(pool, owner, rows.slice(i));
+      break;
+    }
+
+    /*
+     * A message that waited for its turn gets a fresh lease before it
+     * starts; if another owner took it meanwhile, it is theirs.  The
+     * heartbeat then beats once a period, so the lease never ages past two
+     * periods (two thirds of it by default).
+     */
+    if (performance.now() - claimStart >= periodMs &&
+        !(await extend(pool, message.id, owner, options.leaseSeconds ?? null))) {
+      counts.lost++;
+      continue;
+    }
+
+    const outcome = await deliverWithHeartbeat(options, message, periodMs);
+
+    let recorded;
+    if (outcome === undefined) {
+      const { rows: done } = await pool.query("SELECT outbox.complete($1::uuid, $2) AS done", [
+        message.id,
+        owner,
+      ]);
+      recorded = done[0].done === true;
+      if (recorded) {
+        counts.delivered++;
+      }
+    } else {
+      const { rows: done } = await pool.query("SELECT outbox.fail($1::uuid, $2, $3) AS done", [
+        message.id,
+        owner,
+        errorText(outcome.error),
+      ]);
+      recorded = done[0].done === true;
+      if (recorded) {
+        counts.failed++;
+      }
+    }
+    if (!recorded) {
+      counts.lost++;
+    }
+  }
+  return counts;
+}
+
+/**
+ * Hands back claimed messages that will not be delivered in this round:
+ * their leases are cut to the shortest lease so that any worker claims them
+ * again soon, instead of after the whole lease.  The extension has no
+ * "release", and this keeps the attempt the claim counted.  Best effort: a
+ * lease that cannot be cut simply runs out, so errors are not thrown from
+ * a stopping worker.
+ *
+ * @param {Queryable} pool
+ * @param {string} owner
+ * @param {any[]} rows
+ */
+async function handBack(pool, owner, rows) {
+  for (const row of rows) {
+    await extend(pool, row.id, owner, SHORTEST_LEASE_SECONDS).catch(() => false);
+  }
+}
+
+/**
+ * Waits until the signal aborts.  Returns the promise and a function that
+ * removes the listener.
+ *
+ * @param {AbortSignal} signal
+ * @returns {{ aborted: Promise<void>, dispose: () => void }}
+ */
+function whenAborted(signal) {
+  /** @type {() => void} */
+  let listener = () => {};
+  const aborted = new Promise((resolve) => {
+    listener = () => resolve(undefined);
+    signal.addEventListener("abort", listener, { once: true });
+  });
+  return { aborted, dispose: () => signal.removeEventListener("abort", listener) };
+}
+
+/**
+ * Runs rounds until the signal aborts: drainOnce, then, when a round claimed
+ * nothing, `sleep(idleSeconds)`.  An abort during a delivery lets that
+ * message finish and starts no other; an abort during the sleep ends the
+ * wait at once, whether or not the passed sleep listens to the signal.
+ * Resolves with the counts of all rounds once stopped.
+ *
+ * @param {WorkerOptions} options
+ * @returns {Promise<DrainCounts>}
+ */
+export async function runWorker(options) {
+  checkDrainOptions(options);
+  const { signal, sleep, onError } = options;
+  if (!(signal instanceof AbortSignal)) {
+    throw new TypeError("signal must be an AbortSignal: it is how the worker is stopped");
+  }
+  if (typeof sleep !== "function") {
+    throw new TypeError("sleep must be a function (seconds) => Promise");
+  }
+  const idleSeconds = options.idleSeconds ?? 1;
+  if (!(typeof idleSeconds === "number" && Number.isFinite(idleSeconds) && idleSeconds >= 0)) {
+    throw new TypeError("idleSeconds must be a number of seconds, 0 or more");
+  }
+
+  const totals = noCounts();
+  const stop = whenAborted(signal);
+  try {
+    while (!signal.aborted) {
+      let idle = true;
+      try {
+        const counts = await drainOnce(options);
+        for (const key of /** @type {(keyof DrainCounts)[]} */ (Object.keys(totals))) {
+          totals[key] += counts[key];
+        }
+        idle = counts.claimed === 0;
+      } catch (err) {
+        if (onError === undefined) {
+          throw err;
+        }
+        onError(err);
+      }
+      if (idle && !signal.aborted) {
+        await Promise.race([sleep(idleSeconds), stop.aborted]);
+      }
+    }
+  } finally {
+    stop.dispose();
+  }
+  return totals;
+}

@@ -15,14 +15,6 @@ DROP FUNCTION IF EXISTS regress_boom(jsonb);
 DROP SERVER IF EXISTS regress_nowhere, regress_nowhere_pg, regress_other CASCADE;
 DROP FOREIGN DATA WRAPPER IF EXISTS regress_other_fdw;
 DROP EXTENSION IF EXISTS dblink, postgres_fdw CASCADE;
-DO $$
-BEGIN
-    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'regress_outbox_router') THEN
-        DROP OWNED BY regress_outbox_router;
-        DROP ROLE regress_outbox_router;
-    END IF;
-END
-$$;
 RESET client_min_messages;
 
 -- The routes as stored, without created_at (the time of the transaction);
@@ -247,7 +239,9 @@ SELECT to_regclass('outbox.message') IS NOT NULL AS message_table,
 
 -- a route that is not a superuser's: USAGE on the server and a password in
 -- the user mapping are needed, and the route is the role's own, stored
--- without any right on outbox.routes
+-- without any right on outbox.routes (all in a transaction rolled back at
+-- the end, so that the role and its grants leave no trace)
+BEGIN;
 CREATE ROLE regress_outbox_router NOLOGIN;
 GRANT USAGE ON SCHEMA outbox, regress TO regress_outbox_router;
 GRANT EXECUTE ON FUNCTION outbox.route_remote(text, name, text) TO regress_outbox_router;
@@ -275,9 +269,9 @@ SELECT * FROM r WHERE topic = 'router_n';
 SELECT outbox.route_notify('router', 'router_events');
 SELECT * FROM r WHERE topic LIKE 'router%' ORDER BY topic;
 
+ROLLBACK;
+SELECT count(*) AS routes FROM outbox.routes WHERE topic LIKE 'router%';
 TRUNCATE outbox.routes;
-DROP OWNED BY regress_outbox_router;
-DROP ROLE regress_outbox_router;
 DROP SERVER regress_nowhere, regress_nowhere_pg, regress_other;
 DROP FOREIGN DATA WRAPPER regress_other_fdw;
 DROP FUNCTION regress_boom(jsonb);

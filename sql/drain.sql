@@ -193,6 +193,40 @@ SELECT n, attempts, delivered, no_lease, dead, split_part(last_error, E'\n', 1) 
 RESET outbox.max_attempts;
 SELECT count(*) AS run_here FROM regress_victim;
 
+-- a server that is gone fails the message with 42704
+CREATE SERVER regress_gone FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '1', dbname 'x');
+SELECT outbox.route_remote('r_gone', 'regress_gone', 'SELECT $1');
+DROP SERVER regress_gone;
+SELECT pg_temp.add('r_gone', 5, 5);
+SELECT outbox.drain_once('r_gone');
+SELECT n, attempts, delivered, no_lease, dead, backing_off, last_error FROM outcome WHERE topic = 'r_gone';
+
+-- drain_once connects as its caller: a role that is not a superuser needs
+-- USAGE on the server, as dblink requires; without it the message fails and
+-- nothing connects (the role and its grants are rolled back at the end)
+BEGIN;
+CREATE ROLE regress_outbox_drainer NOLOGIN;
+GRANT USAGE ON SCHEMA outbox TO regress_outbox_drainer;
+GRANT EXECUTE ON FUNCTION outbox.drain_once(text), outbox.route_remote(text, name, text) TO regress_outbox_drainer;
+GRANT USAGE ON FOREIGN SERVER regress_unreachable TO regress_outbox_drainer;
+CREATE USER MAPPING FOR regress_outbox_drainer SERVER regress_unreachable
+    OPTIONS (user 'x', password 'secret');
+SET ROLE regress_outbox_drainer;
+SELECT outbox.route_remote('r_role', 'regress_unreachable', 'SELECT $1');
+RESET ROLE;
+SELECT pg_temp.add('r_role', 6, 6);
+SET ROLE regress_outbox_drainer;
+SELECT outbox.drain_once('r_role');
+RESET ROLE;
+SELECT n, attempts, split_part(last_error, E'\n', 1) AS last_error FROM outcome WHERE topic = 'r_role';
+REVOKE USAGE ON FOREIGN SERVER regress_unreachable FROM regress_outbox_drainer;
+UPDATE outbox.message SET available_at = '2020-01-01 00:00:00+00' WHERE topic = 'r_role';
+SET ROLE regress_outbox_drainer;
+SELECT outbox.drain_once('r_role');
+RESET ROLE;
+SELECT n, attempts, split_part(last_error, E'\n', 1) AS last_error FROM outcome WHERE topic = 'r_role';
+ROLLBACK;
+
 --
 -- in a read-only transaction drain_once fails cleanly (25006) and changes
 -- nothing

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(125);
+SELECT plan(188);
 
 --
 -- nothing for PUBLIC: not the schema, not the tables, not one function
@@ -40,6 +40,11 @@ CREATE ROLE outbox_test_worker NOLOGIN;
 CREATE ROLE outbox_test_operator NOLOGIN;
 CREATE ROLE outbox_test_nobody NOLOGIN;
 
+-- a server for remote routes, pointing nowhere (routes make no connection)
+CREATE EXTENSION IF NOT EXISTS dblink;
+CREATE SERVER outbox_test_server FOREIGN DATA WRAPPER dblink_fdw
+    OPTIONS (host '127.0.0.1', port '1', dbname 'x');
+
 GRANT USAGE ON SCHEMA outbox TO outbox_test_writer, outbox_test_worker, outbox_test_operator;
 GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz),
                           outbox.append_batch(text, text, jsonb[]),
@@ -53,10 +58,16 @@ GRANT EXECUTE ON FUNCTION outbox.claim(text, text, integer, integer),
                           outbox.envelope(outbox.message),
                           outbox.envelope_by_id(uuid)
       TO outbox_test_worker;
-GRANT EXECUTE ON FUNCTION outbox.retry_dead(uuid),
+GRANT EXECUTE ON FUNCTION outbox.route_notify(text, text),
+                          outbox.route_remote(text, name, text),
+                          outbox.unroute(text),
+                          outbox.retry_dead(uuid),
                           outbox.retry_dead_topic(text),
-                          outbox.purge(interval, bigint)
+                          outbox.purge(interval, bigint),
+                          outbox.drain_once(text),
+                          outbox.worker_status()
       TO outbox_test_operator;
+GRANT SELECT ON outbox.routes, outbox.topic_stats TO outbox_test_operator;
 
 -- what each role holds: exactly its grants
 SELECT schema_privs_are('outbox', r, CASE WHEN r = 'outbox_test_nobody' THEN '{}'::text[] ELSE ARRAY['USAGE'] END,
@@ -68,6 +79,14 @@ SELECT table_privs_are('outbox', t, r, '{}'::text[], format('%s: no privilege on
   FROM unnest(ARRAY['outbox_test_writer', 'outbox_test_worker', 'outbox_test_operator',
                     'outbox_test_nobody']::name[]) AS r,
        unnest(ARRAY['message', 'processed']::name[]) AS t;
+-- the routes and the statistics: SELECT for the operator, nothing for the others
+SELECT table_privs_are('outbox', t, r,
+                       CASE WHEN r = 'outbox_test_operator' THEN ARRAY['SELECT'] ELSE '{}'::text[] END,
+                       format('%s: %s on outbox.%s', r,
+                              CASE WHEN r = 'outbox_test_operator' THEN 'SELECT' ELSE 'no privilege' END, t))
+  FROM unnest(ARRAY['outbox_test_writer', 'outbox_test_worker', 'outbox_test_operator',
+                    'outbox_test_nobody']::name[]) AS r,
+       unnest(ARRAY['routes', 'topic_stats']::name[]) AS t;
 
 CREATE TEMP TABLE recipe (fn name, args name[], role name) ON COMMIT DROP;
 INSERT INTO recipe VALUES
@@ -81,10 +100,18 @@ INSERT INTO recipe VALUES
     ('fail', '{uuid,text,text}', 'outbox_test_worker'),
     ('envelope', '{outbox.message}', 'outbox_test_worker'),
     ('envelope_by_id', '{uuid}', 'outbox_test_worker'),
+    ('route_notify', '{text,text}', 'outbox_test_operator'),
+    ('route_remote', '{text,name,text}', 'outbox_test_operator'),
+    ('unroute', '{text}', 'outbox_test_operator'),
     ('retry_dead', '{uuid}', 'outbox_test_operator'),
     ('retry_dead_topic', '{text}', 'outbox_test_operator'),
     ('purge', '{interval,bigint}', 'outbox_test_operator'),
-    ('worker_status', '{}', NULL);
+    ('drain_once', '{text}', 'outbox_test_operator'),
+    ('worker_status', '{}', 'outbox_test_operator');
+-- the recipe names every function of the extension
+SELECT set_eq($$SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace$$,
+              $$SELECT fn FROM recipe$$,
+              'the recipe covers every function of outbox');
 SELECT function_privs_are('outbox', f.fn, f.args, r,
                           CASE WHEN f.role = r THEN ARRAY['EXECUTE'] ELSE '{}'::text[] END,
                           format('%s: %s outbox.%s', r,
@@ -130,7 +157,14 @@ SELECT is(pg_temp.as_role('outbox_test_writer', v.stmt), '42501', 'writer: ' || 
                ('cannot claim', $$SELECT * FROM outbox.claim('writer')$$),
                ('cannot complete', $$SELECT outbox.complete('00000000-0000-7000-8000-000000000001', 'writer')$$),
                ('cannot read an envelope by id', $$SELECT outbox.envelope_by_id('00000000-0000-7000-8000-000000000001')$$),
-               ('cannot purge', $$SELECT outbox.purge()$$)) AS v(what, stmt);
+               ('cannot purge', $$SELECT outbox.purge()$$),
+               ('cannot route to a channel', $$SELECT outbox.route_notify('t', 'writer_events')$$),
+               ('cannot route to a server', $$SELECT outbox.route_remote('t', 'outbox_test_server', 'SELECT $1')$$),
+               ('cannot unroute', $$SELECT outbox.unroute('t')$$),
+               ('cannot drain', $$SELECT outbox.drain_once()$$),
+               ('cannot read outbox.routes', $$SELECT count(*) FROM outbox.routes$$),
+               ('cannot write outbox.routes', $$INSERT INTO outbox.routes (topic, target, channel) VALUES ('t', 'notify', 'w')$$),
+               ('cannot read outbox.topic_stats', $$SELECT count(*) FROM outbox.topic_stats$$)) AS v(what, stmt);
 
 -- the worker claims, extends, completes and fails, and reads envelopes of
 -- what it claimed; it cannot write or read the tables otherwise
@@ -160,20 +194,83 @@ SELECT is(pg_temp.as_role('outbox_test_worker', v.stmt), '42501', 'worker: ' || 
                ('cannot append_batch', $$SELECT outbox.append_batch('t', 'evt.t.v1', ARRAY['1']::jsonb[])$$),
                ('cannot consume_once', $$SELECT outbox.consume_once('c', '00000000-0000-7000-8000-000000000002')$$),
                ('cannot purge', $$SELECT outbox.purge()$$),
-               ('cannot retry_dead', $$SELECT outbox.retry_dead('00000000-0000-7000-8000-000000000001')$$)) AS v(what, stmt);
+               ('cannot retry_dead', $$SELECT outbox.retry_dead('00000000-0000-7000-8000-000000000001')$$),
+               ('cannot route to a channel', $$SELECT outbox.route_notify('w', 'worker_events')$$),
+               ('cannot route to a server', $$SELECT outbox.route_remote('w', 'outbox_test_server', 'SELECT $1')$$),
+               ('cannot unroute', $$SELECT outbox.unroute('w')$$),
+               ('cannot drain', $$SELECT outbox.drain_once('w')$$),
+               ('cannot read outbox.routes', $$SELECT count(*) FROM outbox.routes$$),
+               ('cannot delete from outbox.routes', $$DELETE FROM outbox.routes$$),
+               ('cannot read outbox.topic_stats', $$SELECT count(*) FROM outbox.topic_stats$$)) AS v(what, stmt);
 
--- the operator revives and purges, and does nothing else
+-- the operator revives and purges, sets and removes routes, drains, and
+-- reads the routes and the statistics; it does nothing else.  A remote
+-- route needs USAGE on the server and a password in the operator's user
+-- mapping, as for any role that is not a superuser; no connection is made.
 SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), 'ok', 'operator: ' || v.what)
   FROM (VALUES ('retry_dead', $$SELECT outbox.retry_dead('00000000-0000-7000-8000-000000000012')$$),
                ('retry_dead_topic', $$SELECT outbox.retry_dead_topic('t')$$),
                ('purge', $$SELECT outbox.purge('0')$$)) AS v(what, stmt);
 SELECT is((SELECT count(*) FROM outbox.message WHERE id = '00000000-0000-7000-8000-000000000011'), 0::bigint,
           'the operator''s purge deleted the delivered message');
+
+DO $$
+BEGIN
+    PERFORM outbox.append('ops', 'evt.ops.v1', '{"secret": 1}', '00000000-0000-7000-8000-000000000021', '2020-01-01 00:00:00+00');
+    PERFORM outbox.append('ops', 'evt.ops.v1', '{"secret": 2}', '00000000-0000-7000-8000-000000000022', '2020-01-01 00:00:01+00');
+END
+$$;
+GRANT USAGE ON FOREIGN SERVER outbox_test_server TO outbox_test_operator;
+CREATE USER MAPPING FOR outbox_test_operator SERVER outbox_test_server OPTIONS (user 'someone', password 'secret');
+SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), 'ok', 'operator: ' || v.what)
+  FROM (VALUES ('route_notify', $$SELECT outbox.route_notify('ops', 'ops_events')$$),
+               ('route_remote', $$SELECT outbox.route_remote('ops_remote', 'outbox_test_server', 'SELECT $1')$$),
+               ('read outbox.routes', $$SELECT count(*) FROM outbox.routes$$),
+               ('read outbox.topic_stats', $$SELECT count(*) FROM outbox.topic_stats$$),
+               ('drain_once', $$SELECT outbox.drain_once('ops')$$),
+               ('unroute', $$SELECT outbox.unroute('ops_remote')$$)) AS v(what, stmt);
+SELECT results_eq($$SELECT topic, target, created_by FROM outbox.routes ORDER BY topic$$,
+                  $$VALUES ('ops'::text, 'notify'::text, 'outbox_test_operator'::name)$$,
+                  'the operator''s routes are its own, and the one it removed is gone');
+SELECT is((SELECT count(*) FROM outbox.message WHERE topic = 'ops' AND delivered_at IS NOT NULL), 2::bigint,
+          'the operator''s drain delivered the topic');
+SELECT isnt(pg_temp.as_role('outbox_test_operator', $$SELECT * FROM outbox.worker_status()$$), '42501',
+            'operator: may call worker_status (it needs the preloaded worker to answer)');
+
+-- Run query as role r and return its only value as text.
+CREATE FUNCTION pg_temp.value_as(r name, query text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v text;
+BEGIN
+    EXECUTE format('SET LOCAL ROLE %I', r);
+    EXECUTE query INTO v;
+    RESET ROLE;
+    RETURN v;
+END
+$$;
+SELECT is(pg_temp.value_as('outbox_test_operator',
+                           $$SELECT format('%s/%s/%s/%s/%s', due, delayed, leased, dead, delivered) FROM outbox.topic_stats WHERE topic = 'ops'$$),
+          '0/0/0/0/2', 'operator: topic_stats counts the topic''s messages');
+
 SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), '42501', 'operator: ' || v.what)
   FROM (VALUES ('cannot read outbox.message', $$SELECT count(*) FROM outbox.message$$),
+               ('cannot read outbox.processed', $$SELECT count(*) FROM outbox.processed$$),
                ('cannot delete from outbox.message', $$DELETE FROM outbox.message$$),
                ('cannot append', $$SELECT outbox.append('t', 'evt.t.v1', '{}')$$),
-               ('cannot claim', $$SELECT * FROM outbox.claim('operator')$$)) AS v(what, stmt);
+               ('cannot claim', $$SELECT * FROM outbox.claim('operator')$$),
+               ('cannot read an envelope by id', $$SELECT outbox.envelope_by_id('00000000-0000-7000-8000-000000000021')$$),
+               ('cannot insert into outbox.routes', $$INSERT INTO outbox.routes (topic, target, channel) VALUES ('x', 'notify', 'x')$$),
+               ('cannot update outbox.routes', $$UPDATE outbox.routes SET channel = 'elsewhere'$$),
+               ('cannot delete from outbox.routes', $$DELETE FROM outbox.routes$$)) AS v(what, stmt);
+
+-- what the operator may read holds no payload: counts and routes only
+SELECT is_empty($$SELECT a.attrelid::regclass, a.attname FROM pg_attribute a
+                   WHERE a.attrelid IN ('outbox.topic_stats'::regclass, 'outbox.routes'::regclass)
+                     AND a.attnum > 0 AND NOT a.attisdropped
+                     AND (a.atttypid IN ('jsonb'::regtype, 'json'::regtype, 'uuid'::regtype)
+                          OR a.attname IN ('payload', 'event_type', 'last_error', 'id'))$$,
+                'outbox.routes and outbox.topic_stats show no message id, type, payload or error');
 
 -- a role with no grant can do nothing at all
 SELECT is(pg_temp.as_role('outbox_test_nobody', format('SELECT outbox.%I(%s)', f.fn,
@@ -184,6 +281,13 @@ SELECT is(pg_temp.as_role('outbox_test_nobody', format('SELECT outbox.%I(%s)', f
 SELECT is(pg_temp.as_role('outbox_test_nobody', v.stmt), '42501', 'nobody: ' || v.what)
   FROM (VALUES ('cannot read outbox.message', $$SELECT count(*) FROM outbox.message$$),
                ('cannot read outbox.processed', $$SELECT count(*) FROM outbox.processed$$)) AS v(what, stmt);
+-- every relation of outbox, whatever its kind, is closed to a role without
+-- grants: the routes and topic_stats too
+SELECT is(pg_temp.as_role('outbox_test_nobody', format('SELECT 1 FROM %s LIMIT 1', c.oid::regclass)), '42501',
+          format('nobody: cannot read relation %s (every relation of outbox)', c.oid::regclass))
+  FROM pg_class c
+ WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p', 'f')
+ ORDER BY c.relname;
 
 SELECT * FROM finish();
 ROLLBACK;

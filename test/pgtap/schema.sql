@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(80);
+SELECT plan(108);
 
 -- the extension: version 1.0, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
@@ -137,6 +137,86 @@ SELECT is(pg_get_indexdef('outbox.processed_pkey'::regclass),
           'CREATE UNIQUE INDEX processed_pkey ON outbox.processed USING btree (consumer, message_id)',
           'processed_pkey definition');
 
+--
+-- outbox.routes: one route per topic, to a NOTIFY channel or to a command
+-- on a foreign server
+--
+SELECT results_eq(
+    $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
+             pg_get_expr(d.adbin, d.adrelid) COLLATE "default"
+        FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE a.attrelid = 'outbox.routes'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attnum$$,
+    $$VALUES ('topic', 'text', true, NULL::text),
+             ('target', 'text', true, NULL),
+             ('channel', 'text', false, NULL),
+             ('server', 'name', false, NULL),
+             ('command', 'text', false, NULL),
+             ('created_by', 'name', true, 'CURRENT_USER'),
+             ('created_at', 'timestamp with time zone', true, 'now()')$$,
+    'outbox.routes: columns in order, with types, NOT NULL and defaults');
+SELECT columns_are('outbox', 'routes', ARRAY['topic', 'target', 'channel', 'server', 'command', 'created_by', 'created_at'],
+                   'outbox.routes has exactly its seven columns');
+SELECT col_is_pk('outbox', 'routes', 'topic', 'outbox.routes: primary key (topic)');
+SELECT index_is_primary('outbox', 'routes', 'routes_pkey', 'routes_pkey is the primary key of outbox.routes');
+SELECT indexes_are('outbox', 'routes', ARRAY['routes_pkey'], 'outbox.routes has exactly its primary key index');
+SELECT is(pg_get_indexdef('outbox.routes_pkey'::regclass),
+          'CREATE UNIQUE INDEX routes_pkey ON outbox.routes USING btree (topic)',
+          'routes_pkey definition');
+SELECT results_eq($$SELECT conname::text COLLATE "default", contype::text COLLATE "default" FROM pg_constraint
+                     WHERE conrelid = 'outbox.routes'::regclass ORDER BY conname$$,
+                  $$VALUES ('routes_pkey', 'p'), ('routes_target_check', 'c')$$,
+                  'outbox.routes: the primary key and the check of the target, no other constraint');
+SELECT is_empty($$SELECT tgname FROM pg_trigger WHERE tgrelid = 'outbox.routes'::regclass$$,
+                'outbox.routes has no triggers');
+
+-- the check: a NOTIFY route has a channel and nothing else, a remote route
+-- a server and a command and no channel
+SELECT lives_ok($$INSERT INTO outbox.routes (topic, target, channel) VALUES ('schema n', 'notify', 'ch')$$,
+                'outbox.routes takes a NOTIFY route: target notify and a channel');
+SELECT lives_ok($$INSERT INTO outbox.routes (topic, target, server, command) VALUES ('schema r', 'remote', 's', 'SELECT $1')$$,
+                'outbox.routes takes a remote route: target remote, a server and a command');
+SELECT results_eq($$SELECT created_by, created_at FROM outbox.routes WHERE topic = 'schema n'$$,
+                  $$VALUES (current_user::name, now())$$,
+                  'created_by and created_at default to the current role and the transaction''s time');
+SELECT throws_ok(format('INSERT INTO outbox.routes (topic, target, channel, server, command) VALUES (%L, %s)', v.topic, v.vals),
+                 '23514', NULL, 'outbox.routes refuses ' || v.what)
+  FROM (VALUES ('a NOTIFY route without channel', 'c1', $$'notify', NULL, NULL, NULL$$),
+               ('a NOTIFY route with a server', 'c2', $$'notify', 'ch', 's', NULL$$),
+               ('a NOTIFY route with a command', 'c3', $$'notify', 'ch', NULL, 'SELECT $1'$$),
+               ('a remote route without server', 'c4', $$'remote', NULL, NULL, 'SELECT $1'$$),
+               ('a remote route without command', 'c5', $$'remote', NULL, 's', NULL$$),
+               ('a remote route with a channel', 'c6', $$'remote', 'ch', 's', 'SELECT $1'$$),
+               ('another target', 'c7', $$'webhook', 'ch', NULL, NULL$$),
+               ('a target in upper case', 'c8', $$'NOTIFY', 'ch', NULL, NULL$$)) AS v(what, topic, vals);
+SELECT throws_ok($$INSERT INTO outbox.routes (topic, target, channel) VALUES ('schema n', 'notify', 'other')$$,
+                 '23505', NULL, 'outbox.routes refuses a second route for a topic');
+SELECT throws_ok($$INSERT INTO outbox.routes (topic, target, channel) VALUES (NULL, 'notify', 'ch')$$,
+                 '23502', NULL, 'outbox.routes refuses a NULL topic');
+DELETE FROM outbox.routes WHERE topic IN ('schema n', 'schema r');
+
+--
+-- outbox.topic_stats: a view of counts per topic, no message content
+--
+SELECT has_view('outbox', 'topic_stats', 'outbox.topic_stats is a view');
+SELECT views_are('outbox', ARRAY['topic_stats'], 'outbox has exactly the view topic_stats');
+SELECT results_eq(
+    $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default"
+        FROM pg_attribute a
+       WHERE a.attrelid = 'outbox.topic_stats'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attnum$$,
+    $$VALUES ('topic', 'text'),
+             ('due', 'bigint'),
+             ('delayed', 'bigint'),
+             ('leased', 'bigint'),
+             ('dead', 'bigint'),
+             ('delivered', 'bigint'),
+             ('oldest_undelivered_age', 'interval')$$,
+    'outbox.topic_stats: columns in order, with types');
+SELECT columns_are('outbox', 'topic_stats',
+                   ARRAY['topic', 'due', 'delayed', 'leased', 'dead', 'delivered', 'oldest_undelivered_age'],
+                   'outbox.topic_stats has exactly its seven columns');
+
 -- pg_dump keeps the rows of both tables
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c
                  WHERE e.extname = 'krizaka_outbox' ORDER BY 1),
@@ -152,7 +232,11 @@ SELECT is_empty($$SELECT c.oid::regclass FROM pg_class c
                      AND NOT EXISTS (SELECT FROM pg_depend d
                                       WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
                                         AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e')$$,
-                'both tables are members of the extension');
+                'every table is a member of the extension');
+SELECT ok(EXISTS (SELECT FROM pg_depend d
+                   WHERE d.classid = 'pg_class'::regclass AND d.objid = 'outbox.topic_stats'::regclass
+                     AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'),
+          'the view topic_stats is a member of the extension');
 SELECT is_empty($$SELECT p.oid::regprocedure FROM pg_proc p
                    WHERE p.pronamespace = 'outbox'::regnamespace
                      AND NOT EXISTS (SELECT FROM pg_depend d
@@ -167,6 +251,8 @@ SELECT is_empty($$SELECT FROM pg_depend d
 -- documented in the catalog
 SELECT isnt(obj_description('outbox.message'::regclass, 'pg_class'), NULL, 'outbox.message has a comment');
 SELECT isnt(obj_description('outbox.processed'::regclass, 'pg_class'), NULL, 'outbox.processed has a comment');
+SELECT isnt(obj_description('outbox.routes'::regclass, 'pg_class'), NULL, 'outbox.routes has a comment');
+SELECT isnt(obj_description('outbox.topic_stats'::regclass, 'pg_class'), NULL, 'outbox.topic_stats has a comment');
 
 SELECT * FROM finish();
 ROLLBACK;

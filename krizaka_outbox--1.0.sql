@@ -285,7 +285,9 @@ SELECT t.topic,
        COALESCE(p.leased, 0) AS leased,
        COALESCE(d.dead, 0) AS dead,
        COALESCE(v.delivered, 0) AS delivered,
-       pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_created_at AS oldest_undelivered_age
+       CASE WHEN pg_catalog.isfinite(p.oldest_created_at)
+            THEN pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_created_at
+       END AS oldest_undelivered_age
   FROM (SELECT topic FROM pending UNION SELECT topic FROM dead
         UNION SELECT topic FROM delivered) t
   LEFT JOIN pending p ON p.topic OPERATOR(pg_catalog.=) t.topic

@@ -34,8 +34,8 @@ CheckChannel(text *channel)
 	if (len >= NAMEDATALEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("channel name is too long"),
-				 errdetail("A channel name has at most %d bytes.", NAMEDATALEN - 1)));
+				 errmsg("channel is too long"),
+				 errdetail("A channel has at most %d bytes.", NAMEDATALEN - 1)));
 
 	for (i = 0; i < len; i++)
 	{

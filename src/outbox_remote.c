@@ -155,7 +155,7 @@ static bool obx_latch_consumed = false;
 
 /* route checks */
 static List *obx_parse_command(const char *command);
-static void obx_scan_params(const char *command, int *max_param,
+static void obx_scan_params(const char *command, int *bad_param,
 							bool *uses_first);
 static bool obx_statement_accepted(Node *stmt);
 static bool obx_wrapper_accepted(ForeignServer *server, char **wrapper);
@@ -229,8 +229,9 @@ RemoteCheckCommand(const char *command)
 {
 	List	   *stmts;
 	RawStmt    *raw;
-	int			max_param;
+	int			bad_param;
 	bool		uses_first;
+	const char *kind;
 
 	stmts = obx_parse_command(command);
 
@@ -245,18 +246,21 @@ RemoteCheckCommand(const char *command)
 
 	raw = linitial_node(RawStmt, stmts);
 	if (!obx_statement_accepted(raw->stmt))
+	{
+		kind = IsA(raw->stmt, SelectStmt) ? "SELECT INTO" :
+			CreateCommandName(raw->stmt);
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("remote command cannot be a %s statement",
-						(IsA(raw->stmt, SelectStmt) ? "SELECT INTO" :
-						 CreateCommandName(raw->stmt))),
+				 errmsg("remote command cannot be %s %s statement",
+						strchr("AEIOU", kind[0]) ? "an" : "a", kind),
 				 errdetail("A remote command must be one INSERT, UPDATE, DELETE, MERGE, SELECT or CALL statement.")));
+	}
 
-	obx_scan_params(command, &max_param, &uses_first);
-	if (max_param > 2)
+	obx_scan_params(command, &bad_param, &uses_first);
+	if (bad_param >= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("remote command uses parameter $%d", max_param),
+				 errmsg("remote command uses parameter $%d", bad_param),
 				 errdetail("Only $1 (the envelope, jsonb) and $2 (the topic, text) are passed.")));
 	if (!uses_first)
 		ereport(ERROR,
@@ -325,7 +329,7 @@ obx_parse_command(const char *command)
  * The text has already been parsed, so the scanner cannot fail.
  */
 static void
-obx_scan_params(const char *command, int *max_param, bool *uses_first)
+obx_scan_params(const char *command, int *bad_param, bool *uses_first)
 {
 	core_yyscan_t scanner;
 	core_yy_extra_type yyextra;
@@ -333,7 +337,7 @@ obx_scan_params(const char *command, int *max_param, bool *uses_first)
 	YYLTYPE		yylloc;
 	int			token;
 
-	*max_param = 0;
+	*bad_param = -1;
 	*uses_first = false;
 
 	scanner = scanner_init(command, &yyextra, &ScanKeywords, ScanKeywordTokens);
@@ -343,11 +347,8 @@ obx_scan_params(const char *command, int *max_param, bool *uses_first)
 			continue;
 		if (yylval.ival == 1)
 			*uses_first = true;
-		/* $0 is as wrong as $3: report it as out of range */
-		if (yylval.ival < 1)
-			*max_param = Max(*max_param, 3);
-		else
-			*max_param = Max(*max_param, yylval.ival);
+		else if (yylval.ival != 2 && *bad_param < 0)
+			*bad_param = yylval.ival;	/* the first one out of 1..2 */
 	}
 	scanner_finish(scanner);
 }
@@ -620,6 +621,14 @@ obx_resolve_target(const char *server_name, Oid userid, ObxTarget *target,
 		*error = psprintf("22023: server \"%s\" cannot be used for a remote route\n"
 						  "DETAIL: The server uses foreign-data wrapper \"%s\", but remote routes need dblink_fdw or postgres_fdw.",
 						  server->servername, wrapper);
+		return false;
+	}
+	/* the rule of dblink: using a server needs USAGE on it */
+	if (!superuser_arg(userid) &&
+		pg_foreign_server_aclcheck(server->serverid, userid, ACL_USAGE) != ACLCHECK_OK)
+	{
+		*error = psprintf("42501: permission denied for foreign server %s",
+						  server->servername);
 		return false;
 	}
 	if (!obx_mapping_exists(userid, server->serverid))

@@ -4,7 +4,7 @@
 # and PGUSER set; the cluster preloads the library.
 set -euo pipefail
 
-say() { printf '\n\033[1m## %s\033[0m\n' "$*"; }
+say() { printf '\n## %s\n' "$*"; }
 sql() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 # Run a query until it returns t, for at most 30 s.
 wait_for() {
@@ -52,8 +52,9 @@ psql -X -q -d demo -c 'LISTEN live_events' -c 'SELECT pg_sleep(4)' >"$listen_out
 listener=$!
 wait_for demo "SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(4)%'"
 
-say "Appends: two committed transactions, one rolled back"
+say "Appends: two committed transactions, one rolled back (orderId 2, redemptionId 42); what committed:"
 sql -d demo <<'SQL'
+\o /dev/null
 BEGIN;
 SELECT outbox.append('live', 'evt.order.placed.v1', '{"orderId": 1}') IS NOT NULL AS appended;
 SELECT outbox.append('credits', 'evt.coupon.redeemed.v1', '{"redemptionId": 41}') IS NOT NULL AS appended;
@@ -66,6 +67,8 @@ BEGIN;
 SELECT outbox.append('live', 'evt.order.placed.v1', '{"orderId": 3}') IS NOT NULL AS appended;
 SELECT outbox.append('audit', 'evt.audit.logged.v1', '{"who": "alice"}') IS NOT NULL AS appended;
 COMMIT;
+\o
+SELECT topic, payload FROM outbox.message ORDER BY id;
 SQL
 
 wait_for demo "SELECT count(*) = 3 FROM outbox.message WHERE delivered_at IS NOT NULL"

@@ -1,0 +1,119 @@
+# Upgrades and backups: every installable version updates to the current one
+# with its data and behaviour intact, and pg_dump + restore into a fresh
+# cluster keeps messages, markers, routes and grants, after which the
+# restored outbox keeps working.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('old');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'krizaka_outbox'");
+$node->start;
+
+my $current = $node->safe_psql('postgres',
+	q{SELECT default_version FROM pg_available_extensions WHERE name = 'krizaka_outbox'});
+my @versions = split /\n/, $node->safe_psql('postgres',
+	q{SELECT version FROM pg_available_extension_versions WHERE name = 'krizaka_outbox' ORDER BY string_to_array(version, '.')::int[]});
+ok(scalar(@versions) >= 1, "installable versions: @versions; current $current");
+
+# A database in every state the outbox knows, made with version $v.
+sub populate
+{
+	my ($db, $v) = @_;
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, qq{
+		CREATE EXTENSION krizaka_outbox VERSION '$v';
+		CREATE ROLE ${db}_writer;
+		GRANT USAGE ON SCHEMA outbox TO ${db}_writer;
+		GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz) TO ${db}_writer;
+		SELECT outbox.route_notify('live', 'live_events');
+		SELECT outbox.append('live', 'evt.a.v1', jsonb_build_object('n', g),
+			('01890a5d-ac96-774b-bcce-b30209900' || lpad(g::text, 3, '0'))::uuid)
+		  FROM generate_series(1, 6) g;
+		-- 1: delivered, 2: leased, 3: backing off, 4: dead, 5: delayed, 6: due
+		SELECT count(*) FROM outbox.claim('w', 'live', 4);
+		SELECT outbox.complete('01890a5d-ac96-774b-bcce-b30209900001', 'w');
+		SELECT outbox.fail('01890a5d-ac96-774b-bcce-b30209900003', 'w', 'boom');
+		SET outbox.max_attempts = 1;
+		SELECT outbox.fail('01890a5d-ac96-774b-bcce-b30209900004', 'w', 'fatal');
+		UPDATE outbox.message SET available_at = now() + interval '1 day'
+		 WHERE id = '01890a5d-ac96-774b-bcce-b30209900005';
+		SELECT outbox.consume_once('billing', '01890a5d-ac96-774b-bcce-b30209900001');
+	});
+}
+
+# What a database holds, independent of ids being generated or times.
+my $fingerprint_sql = q{
+	SELECT string_agg(format('%s %s %s %s %s %s %s', right(id::text, 3), topic, payload,
+		attempts, delivered_at IS NOT NULL, dead_at IS NOT NULL, coalesce(last_error, '-')), ', ' ORDER BY id)
+	  FROM outbox.message
+	UNION ALL SELECT string_agg(consumer || ' ' || right(message_id::text, 3), ', ') FROM outbox.processed
+	UNION ALL SELECT string_agg(topic || ' ' || target || ' ' || coalesce(channel, server), ', ') FROM outbox.routes
+};
+
+for my $v (@versions)
+{
+	my $db = 'v' . ($v =~ s/\W/_/gr);
+	populate($db, $v);
+	my $before = $node->safe_psql($db, $fingerprint_sql);
+	$node->safe_psql($db, 'ALTER EXTENSION krizaka_outbox UPDATE');
+	is($node->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'}),
+		$current, "$v: updated to $current");
+	is($node->safe_psql($db, $fingerprint_sql), $before, "$v: the data is intact");
+	is($node->safe_psql($db, q{
+		SELECT count(*) FROM pg_proc p
+		 WHERE p.pronamespace = 'outbox'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')}),
+		'0', "$v: no function executable by PUBLIC");
+	is($node->safe_psql($db, q{
+		SELECT string_agg(right(id::text, 3), ' ' ORDER BY id) FROM outbox.claim('w2', 'live')}),
+		'006', "$v: claim takes exactly the due message");
+	is($node->safe_psql($db, "SET ROLE ${db}_writer; SELECT outbox.append('live', 'evt.b.v1', '{}') IS NOT NULL"),
+		't', "$v: the grants made before the update still work");
+	is($node->safe_psql($db, q{SELECT outbox.retry_dead('01890a5d-ac96-774b-bcce-b30209900004')}),
+		't', "$v: the dead message can be revived");
+	is($node->safe_psql($db, q{SELECT outbox.drain_once('live')}), '2', "$v: drain_once delivers the revived and the new message");
+}
+
+# pg_dump of a database with the extension, then restore into a new cluster.
+populate('src', $current);
+$node->safe_psql('src', q{
+	CREATE EXTENSION dblink;
+	CREATE SERVER inbox FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host 'localhost', dbname 'inbox');
+	CREATE USER MAPPING FOR CURRENT_USER SERVER inbox OPTIONS (user 'someone', password 'secret');
+	SELECT outbox.route_remote('credits', 'inbox', 'INSERT INTO t VALUES ($1)');
+});
+my $before = $node->safe_psql('src', $fingerprint_sql);
+my $dump = $node->basedir . '/src.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-d', $node->connstr('src'), '-f', $dump ], 'pg_dump');
+
+my $new = PostgreSQL::Test::Cluster->new('new');
+$new->init;
+$new->append_conf('postgresql.conf', "shared_preload_libraries = 'krizaka_outbox'");
+$new->start;
+$new->safe_psql('postgres', 'CREATE ROLE src_writer; CREATE DATABASE src');
+$new->command_ok([ 'pg_restore', '--exit-on-error', '-d', $new->connstr('src'), $dump ], 'pg_restore into a fresh cluster');
+
+is($new->safe_psql('src', $fingerprint_sql), $before, 'messages, markers and routes are restored');
+is($new->safe_psql('src', q{SELECT count(*) FROM outbox.message WHERE leased_until IS NOT NULL}),
+	'1', 'the lease in flight is restored too');
+is($new->safe_psql('src', q{
+	SELECT count(*) FROM pg_proc p
+	 WHERE p.pronamespace = 'outbox'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')}),
+	'0', 'no function executable by PUBLIC after restore');
+is($new->safe_psql('src', q{SET ROLE src_writer; SELECT outbox.append('live', 'evt.c.v1', '{"after": "restore"}') IS NOT NULL}),
+	't', 'the grants are restored');
+is($new->safe_psql('src', q{
+	SELECT string_agg(right(id::text, 3), ' ' ORDER BY id) FROM outbox.claim('w2', 'live', 1)}),
+	'006', 'claim works on the restored table');
+is($new->safe_psql('src', q{SELECT outbox.consume_once('billing', '01890a5d-ac96-774b-bcce-b30209900001')}),
+	'f', 'the consume_once markers still protect');
+is($new->safe_psql('src', q{SELECT outbox.drain_once('live')}), '1', 'drain_once delivers on the restored outbox');
+is($new->safe_psql('src', q{SELECT count(*) FROM outbox.message WHERE payload @> '{"after": "restore"}' AND delivered_at IS NOT NULL}),
+	'1', 'including a message appended after the restore');
+
+$new->stop;
+$node->stop;
+done_testing();

@@ -63,6 +63,7 @@ extern Jsonb *BuildEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created
 extern Jsonb *BuildTruncatedEnvelope(pg_uuid_t *id, text *event_type,
 									 TimestampTz created_at);
 extern char *FormatIsoTimestamp(TimestampTz ts);
+extern const char *EnvelopeTimestampProblem(TimestampTz ts);
 
 /* the message store (outbox_store.c) */
 typedef struct ClaimRequest
@@ -75,8 +76,8 @@ typedef struct ClaimRequest
 	TimestampTz now;
 } ClaimRequest;
 
-extern pg_uuid_t *StoreAppend(text *topic, text *event_type, Jsonb *payload,
-							  pg_uuid_t *id, TimestampTz available_at);
+extern void StoreAppend(text *topic, text *event_type, Jsonb *payload,
+						pg_uuid_t *id, bool is_new, TimestampTz available_at);
 extern void StoreAppendBatch(text *topic, text *event_type, Datum ids,
 							 Datum payloads, TimestampTz available_at);
 /* what delivery needs of a claimed message */
@@ -117,6 +118,8 @@ extern bool StoreConsumeOnce(text *consumer, pg_uuid_t *message_id,
 							 TimestampTz now);
 extern Jsonb *StoreEnvelopeById(pg_uuid_t *id);
 extern int64 StoreRelease(Datum ids, text *owner);
+extern int	StoreClaimDelivered(const ClaimRequest *req, List **messages);
+extern void StoreUndeliver(pg_uuid_t *id, text *owner, TimestampTz lease_end);
 extern TimestampTz StoreNextDue(text *topic, TimestampTz now);
 extern void StoreRouteSet(text *topic, const char *target, text *channel,
 						  const char *server, text *command, Oid creator);
@@ -140,7 +143,7 @@ extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 /* NOTIFY target (outbox_notify.c) */
 #define OUTBOX_NOTIFY_MAX_BYTES		7999	/* pg_notify payloads stay below 8000 bytes */
 extern void CheckChannel(text *channel);
-extern void NotifyDeliver(const char *channel, ClaimedMessage *m);
+extern bool NotifyDeliver(const char *channel, ClaimedMessage *m, char **error);
 
 /* remote PostgreSQL target (outbox_remote.c) */
 extern void RemoteCheckCommand(const char *command);

@@ -120,13 +120,14 @@ outbox_append(PG_FUNCTION_ARGS)
 	text	   *type = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "type");
 	Jsonb	   *payload;
 	pg_uuid_t  *id;
+	bool		is_new = PG_ARGISNULL(3);
 	TimestampTz available_at;
 
 	CheckNotNull(PG_ARGISNULL(2), "payload");
 	payload = PG_GETARG_JSONB_P(2);
 	available_at = obx_check_available_at(fcinfo, 4, now);
 
-	if (PG_ARGISNULL(3))
+	if (is_new)
 	{
 		id = palloc(sizeof(pg_uuid_t));
 		GenerateUuidV7(id);
@@ -134,7 +135,7 @@ outbox_append(PG_FUNCTION_ARGS)
 	else
 		id = PG_GETARG_UUID_P(3);
 
-	StoreAppend(topic, type, payload, id, available_at);
+	StoreAppend(topic, type, payload, id, is_new, available_at);
 	WakeWorkerAtCommit();
 	PG_RETURN_UUID_P(id);
 }

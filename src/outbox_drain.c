@@ -5,23 +5,31 @@
  *		worker: claim a batch of a routed topic, deliver it in order, and
  *		record each outcome.
  *
- * Delivery of one batch:
- *	- each message is delivered in a subtransaction of its own, so that an
- *	  error raised while delivering it (bad data, a NOTIFY that cannot be
- *	  queued) becomes a failure of that message only: outbox.fail with the
- *	  error text, and the others go on;
- *	- the messages delivered are completed together at the end of the batch,
- *	  in the same transaction, so a NOTIFY and the completion of its message
- *	  commit together;
- *	- a remote call has until the earlier of half a lease from its start and
- *	  one second before the lease ends; messages whose turn comes too late
- *	  are released (their attempt does not count) for the next round.
+ * A NOTIFY route is transactional: the notification leaves when the
+ * transaction commits.  So a batch is claimed and marked delivered by one
+ * statement, one write per message, and the notifications are queued in the
+ * same transaction; nothing is sent unless that transaction commits.
+ *
+ * A remote route is not: the remote command commits on its own.  A batch is
+ * claimed (leased), each message is delivered in order, and the outcomes
+ * are recorded: the failures with outbox.fail and the target's error text,
+ * the successes completed together at the end of the batch.  A remote call
+ * has until the earlier of half a lease from its start and one second
+ * before the lease ends; messages whose turn comes too late are released
+ * (their attempt does not count) for the next round.
+ *
+ * Nothing in delivery raises an error for bad data or a failing target:
+ * the envelope's timestamp is checked first, a broken channel or target
+ * becomes the failure of the message, and the others go on.  So no
+ * subtransaction is needed.  Errors that do escape (an interrupt, memory
+ * exhaustion) abort the whole batch.
  *
  * drain_once runs all of this inside its caller's transaction.  The worker
- * commits the claim first, in a transaction of its own, and then delivers
- * in a second one: if the worker dies while delivering, the leases it took
- * expire and the messages are claimed again with one more attempt, so a
- * message that kills the worker ends dead instead of killing it forever.
+ * commits each NOTIFY batch, and for a remote route commits the claim first,
+ * in a transaction of its own, and then delivers in a second one: if the
+ * worker dies while delivering, the leases it took expire and the messages
+ * are claimed again with one more attempt, so a message that kills the
+ * worker ends dead instead of killing it forever.
  *
  *-------------------------------------------------------------------------
  */
@@ -52,18 +60,20 @@ typedef struct DrainState
 	int			lease_seconds;
 	int64		delivered;
 	int64		failed;
+	int			claimed;		/* by the last batch */
 } DrainState;
 
 /* A remote call stops this long before the lease ends */
 #define LEASE_MARGIN_US		USECS_PER_SEC
 
 static void obx_init_state(DrainState *st, Oid role, const char *owner);
+static void obx_claim_request(DrainState *st, OutboxRoute *route, ClaimRequest *req);
+static void obx_notify_batch(DrainState *st, OutboxRoute *route);
 static int	obx_claim(DrainState *st, OutboxRoute *route, List **messages);
 static void obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages);
-static bool obx_deliver_one(DrainState *st, OutboxRoute *route,
-							ClaimedMessage *m, TimestampTz deadline, char **error);
 static bool obx_route_needs_password(DrainState *st, OutboxRoute *route);
 static Datum obx_uuid_array(List *ids);
+static void obx_commit(void);
 
 /* Prepare a drain as role with lease owner name owner. */
 static void
@@ -76,21 +86,66 @@ obx_init_state(DrainState *st, Oid role, const char *owner)
 	st->lease_seconds = outbox_lease_seconds;
 	st->delivered = 0;
 	st->failed = 0;
+	st->claimed = 0;
 }
 
-/* Claim a batch of the route's topic; the messages go onto *messages. */
+/* A claim of one batch of the route's topic, as of now. */
+static void
+obx_claim_request(DrainState *st, OutboxRoute *route, ClaimRequest *req)
+{
+	req->owner = st->owner;
+	req->topic = cstring_to_text(route->topic);
+	req->batch_size = st->batch_size;
+	req->lease_seconds = st->lease_seconds;
+	req->max_attempts = outbox_max_attempts;
+	req->now = GetCurrentTimestamp();
+}
+
+/*
+ * One batch of a NOTIFY route: claimed and marked delivered by one
+ * statement, then each notification queued for this transaction's commit.
+ * A message that cannot be sent is taken back and failed.
+ */
+static void
+obx_notify_batch(DrainState *st, OutboxRoute *route)
+{
+	ClaimRequest req;
+	List	   *messages = NIL;
+	ListCell   *lc;
+	int			claimed;
+
+	obx_claim_request(st, route, &req);
+	claimed = StoreClaimDelivered(&req, &messages);
+	st->claimed = claimed;
+
+	foreach(lc, messages)
+	{
+		ClaimedMessage *m = (ClaimedMessage *) lfirst(lc);
+		char	   *error = NULL;
+		TimestampTz now;
+
+		if (NotifyDeliver(route->channel, m, &error))
+		{
+			st->delivered++;
+			continue;
+		}
+		now = GetCurrentTimestamp();
+		StoreUndeliver(&m->id, st->owner,
+					   now + (int64) st->lease_seconds * USECS_PER_SEC);
+		if (StoreFail(&m->id, st->owner, ClipErrorText(error, strlen(error)), now))
+			st->failed++;
+	}
+}
+
+/* Claim (lease) a batch of the route's topic; the messages go onto *messages. */
 static int
 obx_claim(DrainState *st, OutboxRoute *route, List **messages)
 {
 	ClaimRequest req;
 
-	req.owner = st->owner;
-	req.topic = cstring_to_text(route->topic);
-	req.batch_size = st->batch_size;
-	req.lease_seconds = st->lease_seconds;
-	req.max_attempts = outbox_max_attempts;
-	req.now = GetCurrentTimestamp();
-	return StoreClaim(&req, NULL, NULL, messages);
+	obx_claim_request(st, route, &req);
+	st->claimed = StoreClaim(&req, NULL, NULL, messages);
+	return st->claimed;
 }
 
 /*
@@ -125,72 +180,9 @@ obx_uuid_array(List *ids)
 }
 
 /*
- * Deliver one message in a subtransaction.  Returns true when it was
- * delivered (for NOTIFY: queued for this transaction's commit); otherwise
- * false with the reason in *error.  Query cancel is not swallowed.
- */
-static bool
-obx_deliver_one(DrainState *st, OutboxRoute *route, ClaimedMessage *m,
-				TimestampTz deadline, char **error)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile bool ok = false;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-
-	PG_TRY();
-	{
-		if (route->remote)
-		{
-			Jsonb	   *env = BuildEnvelope(&m->id, m->event_type,
-											m->created_at, m->payload);
-			char	   *env_text = JsonbToCString(NULL, &env->root, VARSIZE(env));
-
-			ok = RemoteDeliver(route->server, st->role,
-							   obx_route_needs_password(st, route),
-							   route->command, env_text, route->topic,
-							   deadline, error);
-		}
-		else
-		{
-			NotifyDeliver(route->channel, m);
-			ok = true;
-		}
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			ReThrowError(edata);
-
-		*error = psprintf("%s: %s%s%s", unpack_sql_state(edata->sqlerrcode),
-						  edata->message,
-						  edata->detail ? "\nDETAIL: " : "",
-						  edata->detail ? edata->detail : "");
-		FreeErrorData(edata);
-		ok = false;
-	}
-	PG_END_TRY();
-
-	return ok;
-}
-
-/*
- * Deliver a claimed batch in order and record each outcome: fail each
- * failure with its error, release what came too late, complete the rest.
+ * Deliver a claimed batch of a remote route in order and record each
+ * outcome: fail each failure with its error, release what came too late,
+ * complete the rest.
  */
 static void
 obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
@@ -199,6 +191,7 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 	List	   *late = NIL;
 	ListCell   *lc;
 	int64		lease_us = (int64) st->lease_seconds * USECS_PER_SEC;
+	bool		needs_password = obx_route_needs_password(st, route);
 
 	foreach(lc, messages)
 	{
@@ -206,25 +199,39 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 		TimestampTz now = GetCurrentTimestamp();
 		TimestampTz deadline = Min(now + lease_us / 2,
 								   m->leased_until - LEASE_MARGIN_US);
+		const char *problem = EnvelopeTimestampProblem(m->created_at);
 		char	   *error = NULL;
+		bool		ok;
 
 		CHECK_FOR_INTERRUPTS();
 
-		if (route->remote && deadline <= now)
+		if (deadline <= now)
 		{
 			late = lappend(late, &m->id);
 			continue;
 		}
 
-		if (obx_deliver_one(st, route, m, deadline, &error))
-			done = lappend(done, &m->id);
+		if (problem)
+		{
+			error = pstrdup(problem);
+			ok = false;
+		}
 		else
 		{
-			text	   *err = ClipErrorText(error, strlen(error));
+			Jsonb	   *env = BuildEnvelope(&m->id, m->event_type,
+											m->created_at, m->payload);
 
-			if (StoreFail(&m->id, st->owner, err, GetCurrentTimestamp()))
-				st->failed++;
+			ok = RemoteDeliver(route->server, st->role, needs_password,
+							   route->command,
+							   JsonbToCString(NULL, &env->root, VARSIZE(env)),
+							   route->topic, deadline, &error);
 		}
+
+		if (ok)
+			done = lappend(done, &m->id);
+		else if (StoreFail(&m->id, st->owner, ClipErrorText(error, strlen(error)),
+						   GetCurrentTimestamp()))
+			st->failed++;
 	}
 
 	if (done != NIL)
@@ -263,7 +270,9 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 		OutboxRoute *route = (OutboxRoute *) lfirst(lc);
 		List	   *messages = NIL;
 
-		if (obx_claim(&st, route, &messages) > 0)
+		if (!route->remote)
+			obx_notify_batch(&st, route);
+		else if (obx_claim(&st, route, &messages) > 0)
 			obx_deliver_batch(&st, route, messages);
 	}
 	StoreRestoreIdentity(&save);
@@ -279,6 +288,22 @@ obx_begin(const char *activity)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+/*
+ * Start a transaction of the worker's round and take the tables' locks
+ * without waiting; on false the transaction is already over (the tables
+ * are gone or locked, and the round gives up).
+ */
+static bool
+obx_begin_locked(const char *activity, MemoryContext cxt)
+{
+	obx_begin(activity);
+	MemoryContextSwitchTo(cxt);
+	if (StoreTryLock())
+		return true;
+	obx_commit();
+	return false;
 }
 
 /* Commit a transaction of the worker's round. */
@@ -311,6 +336,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	List	   *routes;
 	ListCell   *lc;
 	bool		more;
+	bool		ran = false;
 	char		owner[64];
 
 	*next_wake = DT_NOEND;
@@ -323,17 +349,11 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	old = MemoryContextSwitchTo(round_cxt);
 
 	snprintf(owner, sizeof(owner), "krizaka_outbox worker %d", MyProcPid);
+	memset(&st, 0, sizeof(st));
 
-	obx_begin("loading routes");
-	MemoryContextSwitchTo(round_cxt);
-	if (!StoreTryLock())
-	{
-		obx_commit();
-		MemoryContextSwitchTo(old);
-		MemoryContextDelete(round_cxt);
-		return false;
-	}
-	obx_init_state(&st, delivering_role, owner);
+	if (!obx_begin_locked("loading routes", round_cxt))
+		goto done;
+	obx_init_state(&st, delivering_role, owner);	/* reads the catalogs */
 	StoreBecomeOwner(&save);
 	routes = StoreRouteList(NULL);
 	StoreRestoreIdentity(&save);
@@ -350,37 +370,29 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 
 			CHECK_FOR_INTERRUPTS();
 
-			/* the claim commits on its own: see the file header */
 			MemoryContextReset(batch_cxt);
-			obx_begin("claiming");
-			MemoryContextSwitchTo(batch_cxt);
-			if (!StoreTryLock())
-			{
-				obx_commit();
-				MemoryContextSwitchTo(old);
-				MemoryContextDelete(round_cxt);
-				return false;
-			}
+			if (!obx_begin_locked(route->remote ? "claiming" : "delivering to a channel",
+								  batch_cxt))
+				goto done;
 			StoreBecomeOwner(&save);
-			claimed = obx_claim(&st, route, &messages);
+			if (route->remote)
+				claimed = obx_claim(&st, route, &messages);
+			else
+			{
+				obx_notify_batch(&st, route);
+				claimed = st.claimed;
+			}
 			StoreRestoreIdentity(&save);
 			obx_commit();
 
-			if (claimed == 0)
-				continue;
 			if (claimed >= st.batch_size)
 				more = true;
+			if (!route->remote || claimed == 0)
+				continue;
 
-			obx_begin(route->remote ? "delivering to a remote server" :
-					  "delivering to a channel");
-			MemoryContextSwitchTo(batch_cxt);
-			if (!StoreTryLock())
-			{
-				obx_commit();
-				MemoryContextSwitchTo(old);
-				MemoryContextDelete(round_cxt);
-				return false;
-			}
+			/* a remote batch: the claim committed on its own, see above */
+			if (!obx_begin_locked("delivering to a remote server", batch_cxt))
+				goto done;
 			StoreBecomeOwner(&save);
 			obx_deliver_batch(&st, route, messages);
 			StoreRestoreIdentity(&save);
@@ -389,9 +401,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	} while (more);
 
 	/* when to look again */
-	obx_begin("computing next due time");
-	MemoryContextSwitchTo(round_cxt);
-	if (StoreTryLock())
+	if (obx_begin_locked("computing next due time", round_cxt))
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
@@ -405,14 +415,16 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 				*next_wake = next;
 		}
 		StoreRestoreIdentity(&save);
+		obx_commit();
+		ran = true;
 	}
-	obx_commit();
-	pgstat_report_activity(STATE_IDLE, NULL);
 
+done:
+	pgstat_report_activity(STATE_IDLE, NULL);
 	*delivered = st.delivered;
 	*failed = st.failed;
 
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(round_cxt);
-	return true;
+	return ran;
 }

@@ -29,6 +29,23 @@
 
 static void obx_push_key(JsonbParseState **state, const char *key);
 
+/*
+ * Why ts cannot be an occurredAt, as "SQLSTATE: message" text, or NULL when
+ * it can: infinite, or outside the range of a JavaScript Date.
+ */
+const char *
+EnvelopeTimestampProblem(TimestampTz ts)
+{
+	if (TIMESTAMP_NOT_FINITE(ts))
+		return "22008: timestamp out of range for an envelope\nDETAIL: occurredAt cannot be infinite.";
+
+	/* written without an addition that could overflow near the end of time */
+	if (ts > JS_DATE_LIMIT_US - UNIX_EPOCH_OFFSET_US ||
+		ts < -JS_DATE_LIMIT_US - UNIX_EPOCH_OFFSET_US)
+		return "22008: timestamp out of range for an envelope\nDETAIL: occurredAt must lie within the range of a JavaScript Date.";
+	return NULL;
+}
+
 /* Format ts the way JavaScript's toISOString does; palloc'd. */
 char *
 FormatIsoTimestamp(TimestampTz ts)
@@ -42,10 +59,7 @@ FormatIsoTimestamp(TimestampTz ts)
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("timestamp out of range for an envelope"),
 				 errdetail("occurredAt cannot be infinite.")));
-
-	/* written without an addition that could overflow near the end of time */
-	if (ts > JS_DATE_LIMIT_US - UNIX_EPOCH_OFFSET_US ||
-		ts < -JS_DATE_LIMIT_US - UNIX_EPOCH_OFFSET_US)
+	if (EnvelopeTimestampProblem(ts) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("timestamp out of range for an envelope"),

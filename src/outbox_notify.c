@@ -53,19 +53,51 @@ CheckChannel(text *channel)
 	}
 }
 
-/* Queue the envelope of m on channel; it is sent when the transaction commits. */
-void
-NotifyDeliver(const char *channel, ClaimedMessage *m)
+/*
+ * Queue the envelope of m on channel; it is sent when the transaction
+ * commits.  Returns false with the reason in *error, raising nothing, when
+ * the message cannot be sent (a channel made invalid by hand in
+ * outbox.routes, a created_at no envelope can carry).  A payload too large
+ * for a notification is never turned into text whole: its size in jsonb
+ * already tells that it cannot fit.
+ */
+bool
+NotifyDeliver(const char *channel, ClaimedMessage *m, char **error)
 {
 	Jsonb	   *env;
-	char	   *payload;
+	char	   *payload = NULL;
+	const char *problem;
+	size_t		len = strlen(channel);
 
-	env = BuildEnvelope(&m->id, m->event_type, m->created_at, m->payload);
-	payload = JsonbToCString(NULL, &env->root, VARSIZE(env));
-	if (strlen(payload) > OUTBOX_NOTIFY_MAX_BYTES)
+	if (len == 0 || len >= NAMEDATALEN)
+	{
+		*error = psprintf("22023: channel name %s", len ? "too long" : "cannot be empty");
+		return false;
+	}
+	problem = EnvelopeTimestampProblem(m->created_at);
+	if (problem)
+	{
+		*error = pstrdup(problem);
+		return false;
+	}
+
+	/*
+	 * jsonb never takes more than about six times the size of its text (an
+	 * array of small numbers comes closest), so a payload over sixteen times
+	 * the limit cannot fit once written out
+	 */
+	if (VARSIZE(m->payload) <= 16 * OUTBOX_NOTIFY_MAX_BYTES)
+	{
+		env = BuildEnvelope(&m->id, m->event_type, m->created_at, m->payload);
+		payload = JsonbToCString(NULL, &env->root, VARSIZE(env));
+		if (strlen(payload) > OUTBOX_NOTIFY_MAX_BYTES)
+			payload = NULL;
+	}
+	if (payload == NULL)
 	{
 		env = BuildTruncatedEnvelope(&m->id, m->event_type, m->created_at);
 		payload = JsonbToCString(NULL, &env->root, VARSIZE(env));
 	}
 	Async_Notify(channel, payload);
+	return true;
 }

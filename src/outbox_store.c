@@ -111,6 +111,51 @@ static StorePlan plan_dead_mark_any = {
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
+/*
+ * Claim for a transactional target (NOTIFY): the messages are marked
+ * delivered by the claim itself, one write each, because the delivery
+ * commits or rolls back with this very transaction.  Expired last attempts
+ * are left to the dead-marking statement.
+ *
+ * $1 topic, $2 now, $3 batch size, $4 owner, $5 max attempts
+ */
+static StorePlan plan_claim_delivered = {
+	NULL,
+	"WITH claimed AS (UPDATE outbox.message m SET"
+	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4,"
+	" leased_until = NULL, delivered_at = $2 "
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY ("
+	" SELECT c.id FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1"
+	" AND c.delivered_at IS NULL AND c.dead_at IS NULL"
+	" AND c.available_at OPERATOR(pg_catalog.<=) $2"
+	" AND (c.leased_until IS NULL OR (c.leased_until OPERATOR(pg_catalog.<=) $2"
+	"      AND c.attempts OPERATOR(pg_catalog.<) $5))"
+	" ORDER BY c.available_at, c.id LIMIT $3"
+	" FOR UPDATE SKIP LOCKED) "
+	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts, m.available_at) "
+	"SELECT id, topic, event_type, created_at, payload, attempts, available_at "
+	"FROM claimed ORDER BY available_at, id",
+	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID}
+};
+
+/* Take back a delivery of plan_claim_delivered that could not be made */
+static StorePlan plan_undeliver = {
+	NULL,
+	"UPDATE outbox.message SET delivered_at = NULL, leased_until = $3 "
+	"WHERE id OPERATOR(pg_catalog.=) $1 AND lease_owner OPERATOR(pg_catalog.=) $2"
+	" AND delivered_at IS NOT NULL",
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+/* A new id cannot conflict: no ON CONFLICT, no speculative insertion */
+static StorePlan plan_append_new = {
+	NULL,
+	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at) "
+	"VALUES ($1, $2, $3, $4, $5, $6)",
+	6, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+};
+
 static StorePlan plan_append = {
 	NULL,
 	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at) "
@@ -353,18 +398,19 @@ obx_finish(void)
 }
 
 /*
- * Insert one message.  Returns NULL when a new row was written, or the id
- * when a message with this id already existed with the same content (an
- * idempotent repeat).  The same id with other content is an error.
+ * Insert one message.  An id the caller chose may exist already: a repeat
+ * with the same content is accepted (idempotent append), the same id with
+ * other content is an error.  A freshly generated id (is_new) cannot
+ * conflict and takes the plain insert.
  *
  * ON CONFLICT DO NOTHING waits for a concurrent insert of the same id, so
  * two open transactions appending the same message end with one row and no
  * error.  If the conflicting row disappears before it can be compared (a
  * concurrent purge), the insert is simply tried again.
  */
-pg_uuid_t *
+void
 StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
-			TimestampTz available_at)
+			bool is_new, TimestampTz available_at)
 {
 	Datum		values[6];
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
@@ -378,6 +424,12 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 	values[5] = TimestampTzGetDatum(available_at);
 
 	obx_connect();
+	if (is_new)
+	{
+		obx_exec(&plan_append_new, values, nulls, false, 0, SPI_OK_INSERT);
+		obx_finish();
+		return;
+	}
 	for (tries = 0;; tries++)
 	{
 		bool		isnull;
@@ -408,7 +460,6 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 		break;
 	}
 	obx_finish();
-	return id;
 }
 
 /*
@@ -985,4 +1036,83 @@ void
 StoreRestoreIdentity(const StoreIdentity *save)
 {
 	SetUserIdAndSecContext(save->userid, save->sec_context);
+}
+
+/*
+ * Claim a batch of req->topic for a transactional target and mark it
+ * delivered in the same statement; the messages go onto *messages, oldest
+ * first.  The caller delivers them in this transaction, and takes back with
+ * StoreUndeliver any it could not.  Returns the number claimed.
+ */
+int
+StoreClaimDelivered(const ClaimRequest *req, List **messages)
+{
+	static const char *const cols[] = {"id", "topic", "event_type", "created_at",
+	"payload", "attempts"};
+	MemoryContext caller = CurrentMemoryContext;
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	int			attno[lengthof(cols)];
+	uint64		i;
+	int			n;
+	int			c;
+
+	Assert(req->topic != NULL);
+	values[0] = PointerGetDatum(req->topic);
+	values[1] = TimestampTzGetDatum(req->now);
+	values[2] = Int32GetDatum(req->max_attempts);
+
+	obx_connect();
+	obx_exec(&plan_dead_mark_topic, values, nulls, false, 0, SPI_OK_UPDATE);
+
+	values[2] = Int32GetDatum(req->batch_size);
+	values[3] = PointerGetDatum(req->owner);
+	values[4] = Int32GetDatum(req->max_attempts);
+	obx_exec(&plan_claim_delivered, values, nulls, false, 0, SPI_OK_SELECT);
+
+	for (c = 0; c < lengthof(cols); c++)
+		attno[c] = SPI_fnumber(SPI_tuptable->tupdesc, cols[c]) - 1;
+	n = (int) SPI_processed;
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		vals[OUTBOX_MESSAGE_MAX_COLS];
+		bool		isnull[OUTBOX_MESSAGE_MAX_COLS];
+		MemoryContext spi;
+		ClaimedMessage *m;
+
+		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, vals, isnull);
+		spi = MemoryContextSwitchTo(caller);
+		m = palloc(sizeof(ClaimedMessage));
+		memcpy(&m->id, DatumGetUUIDP(vals[attno[0]]), sizeof(pg_uuid_t));
+		m->topic = DatumGetTextPCopy(vals[attno[1]]);
+		m->event_type = DatumGetTextPCopy(vals[attno[2]]);
+		m->created_at = DatumGetTimestampTz(vals[attno[3]]);
+		m->payload = DatumGetJsonbPCopy(vals[attno[4]]);
+		m->attempts = DatumGetInt32(vals[attno[5]]);
+		m->leased_until = DT_NOBEGIN;
+		*messages = lappend(*messages, m);
+		MemoryContextSwitchTo(spi);
+	}
+	obx_finish();
+	return n;
+}
+
+/*
+ * Take back the delivery of a message claimed by StoreClaimDelivered that
+ * could not be delivered: it is leased to owner until lease_end again, so
+ * that StoreFail can record the failure.
+ */
+void
+StoreUndeliver(pg_uuid_t *id, text *owner, TimestampTz lease_end)
+{
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+
+	values[0] = UUIDPGetDatum(id);
+	values[1] = PointerGetDatum(owner);
+	values[2] = TimestampTzGetDatum(lease_end);
+
+	obx_connect();
+	obx_exec(&plan_undeliver, values, nulls, false, 0, SPI_OK_UPDATE);
+	obx_finish();
 }

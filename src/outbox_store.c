@@ -69,18 +69,28 @@ typedef struct StorePlan
 	" last_error = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
 	"   THEN pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s', m.lease_owner, m.attempts, $6)" \
 	"   ELSE m.last_error END " \
-	"WHERE m.id OPERATOR(pg_catalog.=) ANY (" \
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	" SELECT c.id FROM outbox.message c" \
 	" WHERE "
 
 #define CLAIM_DUE \
 	" c.delivered_at IS NULL AND c.dead_at IS NULL" \
 	" AND c.available_at OPERATOR(pg_catalog.<=) $2" \
-	" AND (c.leased_until IS NULL OR c.leased_until OPERATOR(pg_catalog.<=) $2)" \
-	" ORDER BY c.available_at, c.id LIMIT $3" \
-	" FOR UPDATE SKIP LOCKED) " \
+	" AND (c.leased_until IS NULL OR c.leased_until OPERATOR(pg_catalog.<=) $2)"
+
+#define CLAIM_END \
+	" LIMIT $3 FOR UPDATE SKIP LOCKED)) " \
 	"RETURNING m.*) " \
 	"SELECT * FROM claimed ORDER BY available_at, id"
+
+/*
+ * A claim across all topics states available_at > '-infinity', which the
+ * predicate of message_due_idx needs: see the install script.
+ */
+#define CLAIM_ORDER_TOPIC	" ORDER BY c.available_at, c.id"
+#define CLAIM_ORDER_ANY \
+	" AND c.available_at OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz" \
+	" ORDER BY c.available_at, c.id"
 
 /*
  * Before a claim: every message of the topic(s) whose lease expired on its
@@ -93,21 +103,22 @@ typedef struct StorePlan
 	"UPDATE outbox.message m SET dead_at = $2, leased_until = NULL," \
 	" last_error = pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s'," \
 	"   m.lease_owner, m.attempts, $3) " \
-	"WHERE m.id OPERATOR(pg_catalog.=) ANY (" \
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	" SELECT c.id FROM outbox.message c" \
 	" WHERE c.leased_until OPERATOR(pg_catalog.<=) $2" \
+	" AND c.leased_until OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz" \
 	" AND c.attempts OPERATOR(pg_catalog.>=) $3" \
 	" AND c.delivered_at IS NULL AND c.dead_at IS NULL"
 
 static StorePlan plan_dead_mark_topic = {
 	NULL,
-	DEAD_MARK_SET " AND c.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED)",
+	DEAD_MARK_SET " AND c.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED))",
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
 static StorePlan plan_dead_mark_any = {
 	NULL,
-	DEAD_MARK_SET " FOR UPDATE SKIP LOCKED)",
+	DEAD_MARK_SET " FOR UPDATE SKIP LOCKED))",
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
@@ -124,15 +135,15 @@ static StorePlan plan_claim_delivered = {
 	"WITH claimed AS (UPDATE outbox.message m SET"
 	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4,"
 	" leased_until = NULL, delivered_at = $2 "
-	"WHERE m.id OPERATOR(pg_catalog.=) ANY ("
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
 	" SELECT c.id FROM outbox.message c"
 	" WHERE c.topic OPERATOR(pg_catalog.=) $1"
 	" AND c.delivered_at IS NULL AND c.dead_at IS NULL"
 	" AND c.available_at OPERATOR(pg_catalog.<=) $2"
 	" AND (c.leased_until IS NULL OR (c.leased_until OPERATOR(pg_catalog.<=) $2"
 	"      AND c.attempts OPERATOR(pg_catalog.<) $5))"
-	" ORDER BY c.available_at, c.id LIMIT $3"
-	" FOR UPDATE SKIP LOCKED) "
+	CLAIM_ORDER_TOPIC " LIMIT $3"
+	" FOR UPDATE SKIP LOCKED)) "
 	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts, m.available_at) "
 	"SELECT id, topic, event_type, created_at, payload, attempts, available_at "
 	"FROM claimed ORDER BY available_at, id",
@@ -182,13 +193,13 @@ static StorePlan plan_append_batch = {
 
 static StorePlan plan_claim_topic = {
 	NULL,
-	CLAIM_SET " c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE,
+	CLAIM_SET " c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE CLAIM_ORDER_TOPIC CLAIM_END,
 	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
 static StorePlan plan_claim_any = {
 	NULL,
-	CLAIM_SET CLAIM_DUE,
+	CLAIM_SET CLAIM_DUE CLAIM_ORDER_ANY CLAIM_END,
 	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
@@ -313,7 +324,8 @@ static StorePlan plan_next_due = {
 	"  AND available_at OPERATOR(pg_catalog.>) $2),"
 	" (SELECT pg_catalog.min(leased_until) FROM outbox.message"
 	"  WHERE topic OPERATOR(pg_catalog.=) $1 AND delivered_at IS NULL AND dead_at IS NULL"
-	"  AND available_at OPERATOR(pg_catalog.<=) $2 AND leased_until OPERATOR(pg_catalog.>) $2))",
+	"  AND available_at OPERATOR(pg_catalog.<=) $2 AND leased_until OPERATOR(pg_catalog.>) $2"
+	"  AND leased_until OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz))",
 	2, {TEXTOID, TIMESTAMPTZOID}
 };
 
@@ -357,7 +369,15 @@ obx_plan(StorePlan *p)
 {
 	if (p->plan == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare(p->sql, p->nargs, p->argtypes);
+		SPIPlanPtr	plan;
+
+		/*
+		 * A generic plan, chosen once: the statements are short and run
+		 * often, and re-planning them for each set of values would cost more
+		 * than running them.
+		 */
+		plan = SPI_prepare_cursor(p->sql, p->nargs, p->argtypes,
+								  CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed for \"%s\": %s",

@@ -122,10 +122,10 @@ SELECT is(pg_get_indexdef('outbox.message_due_topic_idx'::regclass),
           'CREATE INDEX message_due_topic_idx ON outbox.message USING btree (topic, available_at, id) WHERE ((delivered_at IS NULL) AND (dead_at IS NULL))',
           'message_due_topic_idx: (topic, available_at, id), only undelivered and not dead');
 SELECT is(pg_get_indexdef('outbox.message_due_idx'::regclass),
-          'CREATE INDEX message_due_idx ON outbox.message USING btree (available_at, id) WHERE ((delivered_at IS NULL) AND (dead_at IS NULL))',
+          'CREATE INDEX message_due_idx ON outbox.message USING btree (available_at, id) WHERE ((delivered_at IS NULL) AND (dead_at IS NULL) AND (available_at > ''-infinity''::timestamp with time zone))',
           'message_due_idx: (available_at, id), only undelivered and not dead');
 SELECT is(pg_get_indexdef('outbox.message_leased_idx'::regclass),
-          'CREATE INDEX message_leased_idx ON outbox.message USING btree (leased_until) WHERE ((leased_until IS NOT NULL) AND (delivered_at IS NULL) AND (dead_at IS NULL))',
+          'CREATE INDEX message_leased_idx ON outbox.message USING btree (leased_until) WHERE ((leased_until > ''-infinity''::timestamp with time zone) AND (delivered_at IS NULL) AND (dead_at IS NULL))',
           'message_leased_idx: leases of messages in flight');
 SELECT is(pg_get_indexdef('outbox.message_delivered_idx'::regclass),
           'CREATE INDEX message_delivered_idx ON outbox.message USING btree (delivered_at) INCLUDE (topic) WHERE (delivered_at IS NOT NULL)',

@@ -4,6 +4,14 @@
 \echo Use "CREATE EXTENSION krizaka_outbox" to load this file. \quit
 
 /*
+ * The schema belongs to the extension, and to the superuser who installs it.
+ * An existing schema named outbox is refused (CREATE SCHEMA fails): its
+ * owner could otherwise rename it and put objects of their own under the
+ * names the SECURITY DEFINER functions use.
+ */
+CREATE SCHEMA outbox;
+
+/*
  * outbox.message: one row per event.  The table is a queue: every row is
  * inserted once, updated by claim (attempts, lease), then once more by
  * complete or fail, and finally deleted by purge.
@@ -373,6 +381,45 @@ COMMENT ON FUNCTION outbox.worker_status() IS
  */
 REVOKE ALL ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox FROM PUBLIC;
+
+-- Default privileges the installing role set up must not open the tables
+-- or the functions to anyone: only the owner keeps rights.
+DO $do$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON ALL TABLES IN SCHEMA outbox FROM %s',
+            CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END);
+    END LOOP;
+    FOR r IN
+        SELECT DISTINCT a.grantee
+          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox FROM %s',
+            CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END);
+    END LOOP;
+    FOR r IN
+        SELECT DISTINCT a.grantee
+          FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+         WHERE n.oid OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA outbox FROM %s',
+            CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END);
+    END LOOP;
+END
+$do$;
 
 DO $do$
 DECLARE

@@ -9,7 +9,7 @@ SELECT plan(108);
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
 SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'), '1.0', 'version 1.0');
 SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'krizaka_outbox'),
-          'outbox', 'installed in schema outbox');
+          'pg_catalog', 'recorded in pg_catalog, its objects in its own schema outbox (as pg_cron does)');
 SELECT ok(NOT (SELECT extrelocatable FROM pg_extension WHERE extname = 'krizaka_outbox'), 'not relocatable');
 SELECT has_schema('outbox', 'schema outbox exists');
 
@@ -243,10 +243,10 @@ SELECT is_empty($$SELECT p.oid::regprocedure FROM pg_proc p
                                       WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
                                         AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e')$$,
                 'every function is a member of the extension');
-SELECT is_empty($$SELECT FROM pg_depend d
+SELECT isnt_empty($$SELECT FROM pg_depend d
                    WHERE d.classid = 'pg_namespace'::regclass AND d.objid = 'outbox'::regnamespace
                      AND d.deptype = 'e'$$,
-                'the schema is not a member of the extension (DROP EXTENSION leaves it)');
+                'the schema is a member of the extension (DROP EXTENSION removes it)');
 
 -- documented in the catalog
 SELECT isnt(obj_description('outbox.message'::regclass, 'pg_class'), NULL, 'outbox.message has a comment');

@@ -175,14 +175,10 @@ $node->safe_psql('defprivs', q{
 	CREATE EXTENSION krizaka_outbox;
 	SELECT outbox.append('t', 'evt.t.v1', '{"secret": "defprivs"}');
 });
-TODO:
-{
-	local $TODO = 'the install script revokes from PUBLIC only; default privileges of the installing role still apply';
-	is($node->safe_psql('defprivs', $acl_query), '',
-		'default privileges of the installing superuser grant nothing on the extension');
-	my ($rc, $out, $err) = run_as('reporting', 'defprivs', 'SELECT payload FROM outbox.message');
-	isnt($out, '{"secret": "defprivs"}', 'a role of those default privileges reads no payload');
-}
+is($node->safe_psql('defprivs', $acl_query), '',
+	'default privileges of the installing superuser grant nothing on the extension');
+my ($rc, $out, $err) = run_as('reporting', 'defprivs', 'SELECT payload FROM outbox.message');
+isnt($out, '{"secret": "defprivs"}', 'a role of those default privileges reads no payload');
 $node->safe_psql('postgres', 'DROP DATABASE defprivs');
 
 # --- 2. a schema outbox made in advance by the database owner -----------------

@@ -155,6 +155,7 @@ INSERT INTO bad_input.val VALUES
     ('text', 11, 'injection: double quote', $$'x"; DROP TABLE bad_input.victim; --'$$),
     ('text', 12, 'injection: dollar quote', $v$'$$; TRUNCATE bad_input.victim; $$'$v$),
     ('text', 13, 'format directives', $$'%s%n%x%%'$$),
+    ('text', 14, '1 MB three-byte characters', $$repeat('€', 349526)$$),
     -- uuid
     ('uuid', 1, 'NULL', 'NULL'),
     ('uuid', 2, 'empty', $$''$$),

@@ -465,13 +465,18 @@ my %dead_ids = map { $_->[0] => 1 } @revived;
 my $restarts = 0;
 $restarts += $_->{runs} - 1 for values %sessions;
 diag sprintf("soak: %d s of load, then %.0f s of drain; seed %s", $load_seconds, time() - $drain_start, $seed);
-diag sprintf("  messages committed     %d (%d remote, %d pull), %d re-appends of committed ids (no-ops)",
-	$nproduced, $by_topic{remote} // 0, $by_topic{pull} // 0, $reappended);
-diag sprintf("  rolled back            %d ids, none stored or delivered", scalar(keys %rolled_back));
+diag sprintf("  appended ids           %d in producer transactions: %d committed, %d rolled back (none stored or delivered)",
+	$nproduced + scalar(keys %rolled_back), $nproduced, scalar(keys %rolled_back));
+diag sprintf("  messages               %d (%d remote, %d pull); at the end %d delivered, %d dead, %d leased; %d re-appends were no-ops",
+	scalar(keys %message), $by_topic{remote} // 0, $by_topic{pull} // 0,
+	scalar(grep { $_->[1] eq 't' } values %message), scalar(grep { $_->[2] eq 't' } values %message),
+	scalar(@leased), $reappended);
 diag sprintf("  deliveries             %d (%d by the background worker, %d by pull workers)",
 	$what{delivered} // 0, $via{'background worker'} // 0, $via{'pull workers'} // 0);
-diag sprintf("  redeliveries           %d (%d after injected failures, %d found done by consume_once)",
-	($what{delivered} // 0) - $nproduced, $what{failed} // 0, $what{duplicate} // 0);
+my $redeliveries = ($what{delivered} // 0) - $nproduced;
+diag sprintf("  redeliveries           %d: %d injected failures, %d found done by consume_once, %d cut short by a crash",
+	$redeliveries, $what{failed} // 0, $what{duplicate} // 0,
+	$redeliveries - ($what{failed} // 0) - ($what{duplicate} // 0));
 diag sprintf("  pull workers           %d leases extended, %d deliveries left uncompleted, %d late leases let go",
 	$events{extended} // 0, $events{abandoned} // 0, $events{late} // 0);
 diag sprintf("  dead, then revived     %d revivals of %d messages", scalar(@revived), scalar(keys %dead_ids));

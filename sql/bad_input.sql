@@ -494,6 +494,21 @@ SELECT count(*) AS decoy_temp_messages FROM pg_temp.message;
 ROLLBACK;
 SELECT bad_input.state() = :'before_hostile' AS unchanged;
 
+-- and the same functions with no search_path at all
+BEGIN;
+SET LOCAL search_path = '';
+SELECT outbox.route_notify('empty_path', 'empty_path_events');
+SELECT outbox.route_remote('empty_path_remote', 'bad_input_srv', 'SELECT $1');
+SELECT outbox.unroute('empty_path_remote');
+SELECT outbox.drain_once('routed');
+SELECT outbox.envelope_by_id(bad_input.id(5)) OPERATOR(pg_catalog.-) 'occurredAt' AS envelope;
+SELECT pg_catalog.count(*) AS workers FROM outbox.worker_status();
+RESET search_path;
+SELECT topic, target, channel, server, command FROM outbox.routes ORDER BY topic;
+SELECT * FROM bad_input.victim;
+ROLLBACK;
+SELECT bad_input.state() = :'before_hostile' AS unchanged;
+
 DROP TABLE public.routes, pg_temp.routes, pg_temp.message;
 DROP OPERATOR public.= (text, text);
 DROP FUNCTION public.text_eq(text, text), public.pg_notify(text, text), public.now(),

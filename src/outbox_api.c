@@ -12,12 +12,14 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "outbox.h"
@@ -36,16 +38,11 @@ PG_FUNCTION_INFO_V1(outbox_consume_once);
 PG_FUNCTION_INFO_V1(outbox_envelope);
 PG_FUNCTION_INFO_V1(outbox_envelope_by_id);
 
-/*
- * A horizon this close to the earliest timestamp keeps everything; the
- * margin covers months, which the range test counts as 30 days.
- */
-#define PURGE_HORIZON_MARGIN_US	(INT64CONST(60) * USECS_PER_DAY)
-
 static ArrayType *obx_check_array(Datum value, bool isnull, const char *what,
 								  Oid elemtype, int *nelems, Datum **elems);
 static pg_uuid_t *obx_check_uuid(FunctionCallInfo fcinfo, int argno,
 								 const char *what);
+static TimestampTz obx_purge_horizon(TimestampTz now, Interval *older);
 
 /* A uuid argument that must not be NULL. */
 static pg_uuid_t *
@@ -303,6 +300,65 @@ outbox_retry_dead_topic(PG_FUNCTION_ARGS)
 }
 
 /*
+ * now - older_than, as PostgreSQL computes it (months by the calendar).  An
+ * interval is negative when it is with months counted as 30 days, a rule
+ * that does not depend on today's date; such an interval is refused.  A
+ * horizon before the earliest timestamp keeps everything (DT_NOBEGIN), and
+ * one that the calendar puts after now (say '1 mon -30 days' at the end of
+ * a long month) is now.  The subtraction runs in a subtransaction because
+ * PostgreSQL reports its overflow only as an error; purge is rare enough
+ * for that.
+ */
+static TimestampTz
+obx_purge_horizon(TimestampTz now, Interval *older)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile TimestampTz horizon = 0;
+	double		span;
+
+	span = (double) older->time +
+		((double) older->day + (double) older->month * DAYS_PER_MONTH) *
+		(double) USECS_PER_DAY;
+	if (span < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("older_than must not be negative"),
+				 errhint("Pass an interval such as '7 days', or NULL for %s.",
+						 "outbox.retention_days")));
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		horizon = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
+														  TimestampTzGetDatum(now),
+														  PointerGetDatum(older)));
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (edata->sqlerrcode != ERRCODE_DATETIME_VALUE_OUT_OF_RANGE)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		horizon = DT_NOBEGIN;	/* a positive span beyond the range */
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+
+	return Min(horizon, now);
+}
+
+/*
  * outbox.purge(older_than, max_rows) returns bigint
  *
  * The horizon is now - older_than (default outbox.retention_days days).  A
@@ -318,33 +374,7 @@ outbox_purge(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		horizon = now - (int64) outbox_retention_days * USECS_PER_DAY;
 	else
-	{
-		Interval   *older = PG_GETARG_INTERVAL_P(0);
-		double		span;
-
-		/* the span in µs, with months counted as 30 days for this test only */
-		span = (double) older->time +
-			((double) older->day + (double) older->month * DAYS_PER_MONTH) *
-			(double) USECS_PER_DAY;
-		if (span < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("older_than must not be negative"),
-					 errhint("Pass an interval such as '7 days', or NULL for %s.",
-							 "outbox.retention_days")));
-		if (span >= (double) now - (double) MIN_TIMESTAMP - (double) PURGE_HORIZON_MARGIN_US)
-			horizon = DT_NOBEGIN;
-		else
-		{
-			horizon = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
-															  TimestampTzGetDatum(now),
-															  PointerGetDatum(older)));
-			if (horizon > now)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("older_than must not be negative")));
-		}
-	}
+		horizon = obx_purge_horizon(now, PG_GETARG_INTERVAL_P(0));
 
 	if (!PG_ARGISNULL(1))
 	{

@@ -173,6 +173,8 @@ COMMIT;
 SELECT public.wait_round('$last_round', 500);});
 	is((split /\n/, $ms)[-1], '-1', 'a rolled back append wakes nobody, nor the next commit');
 
+	$last_round = $node->safe_psql('app',
+		"SELECT last_round_at FROM outbox.worker_status() WHERE datname = 'app'");
 	$ms = $node->safe_psql(
 		'app', qq{
 BEGIN;

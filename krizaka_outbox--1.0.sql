@@ -389,32 +389,21 @@ DECLARE
     r record;
 BEGIN
     FOR r IN
-        SELECT DISTINCT a.grantee
-          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
-         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
-           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        SELECT DISTINCT g.objects, g.grantee
+          FROM (SELECT 'ALL TABLES IN SCHEMA' AS objects, a.grantee, c.relowner AS owner
+                  FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+                 WHERE c.relnamespace OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
+                UNION ALL
+                SELECT 'ALL FUNCTIONS IN SCHEMA', a.grantee, p.proowner
+                  FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+                 WHERE p.pronamespace OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
+                UNION ALL
+                SELECT 'SCHEMA', a.grantee, n.nspowner
+                  FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+                 WHERE n.oid OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace) g
+         WHERE g.grantee OPERATOR(pg_catalog.<>) g.owner
     LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON ALL TABLES IN SCHEMA outbox FROM %s',
-            CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END);
-    END LOOP;
-    FOR r IN
-        SELECT DISTINCT a.grantee
-          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
-         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
-           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
-    LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox FROM %s',
-            CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END);
-    END LOOP;
-    FOR r IN
-        SELECT DISTINCT a.grantee
-          FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
-         WHERE n.oid OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
-           AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
-    LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA outbox FROM %s',
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s outbox FROM %s', r.objects,
             CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
                  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END);
     END LOOP;

@@ -144,8 +144,9 @@ static StorePlan plan_claim_delivered = {
 	"      AND c.attempts OPERATOR(pg_catalog.<) $5))"
 	CLAIM_ORDER_TOPIC " LIMIT $3"
 	" FOR UPDATE SKIP LOCKED)) "
-	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts, m.available_at) "
-	"SELECT id, topic, event_type, created_at, payload, attempts, available_at "
+	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts,"
+	" m.leased_until, m.available_at) "
+	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until, available_at "
 	"FROM claimed ORDER BY available_at, id",
 	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID}
 };
@@ -517,7 +518,8 @@ obx_claimed_message(Datum *vals, bool *isnull, const int *attno)
 	m->created_at = DatumGetTimestampTz(vals[attno[3]]);
 	m->payload = DatumGetJsonbPCopy(vals[attno[4]]);
 	m->attempts = DatumGetInt32(vals[attno[5]]);
-	m->leased_until = DatumGetTimestampTz(vals[attno[6]]);
+	m->leased_until = isnull[attno[6]] ? DT_NOBEGIN :
+		DatumGetTimestampTz(vals[attno[6]]);
 	return m;
 }
 
@@ -1068,7 +1070,7 @@ int
 StoreClaimDelivered(const ClaimRequest *req, List **messages)
 {
 	static const char *const cols[] = {"id", "topic", "event_type", "created_at",
-	"payload", "attempts"};
+	"payload", "attempts", "leased_until"};
 	MemoryContext caller = CurrentMemoryContext;
 	Datum		values[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
@@ -1102,14 +1104,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 
 		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, vals, isnull);
 		spi = MemoryContextSwitchTo(caller);
-		m = palloc(sizeof(ClaimedMessage));
-		memcpy(&m->id, DatumGetUUIDP(vals[attno[0]]), sizeof(pg_uuid_t));
-		m->topic = DatumGetTextPCopy(vals[attno[1]]);
-		m->event_type = DatumGetTextPCopy(vals[attno[2]]);
-		m->created_at = DatumGetTimestampTz(vals[attno[3]]);
-		m->payload = DatumGetJsonbPCopy(vals[attno[4]]);
-		m->attempts = DatumGetInt32(vals[attno[5]]);
-		m->leased_until = DT_NOBEGIN;
+		m = obx_claimed_message(vals, isnull, attno);
 		*messages = lappend(*messages, m);
 		MemoryContextSwitchTo(spi);
 	}

@@ -445,20 +445,49 @@ wait_readable(PGconn *listener, int ms)
 	(void) poll(&pfd, 1, ms);
 }
 
+/* The listening side of "driver notify", read by a thread of its own */
+typedef struct Listener
+{
+	PGconn	   *conn;
+	long		total;
+	long		received;
+	double		last;			/* arrival of the last notification */
+} Listener;
+
+/*
+ * Read notifications as they come until all arrived, or none came for
+ * IDLE_TIMEOUT_MS.
+ */
+static void *
+listen_thread(void *arg)
+{
+	Listener   *l = (Listener *) arg;
+	double		idle_since = now_ms();
+
+	while (l->received < l->total && now_ms() - idle_since < IDLE_TIMEOUT_MS)
+	{
+		long		got;
+
+		wait_readable(l->conn, 100);
+		got = count_notifications(l->conn, &l->last);
+		if (got > 0)
+			idle_since = now_ms();
+		l->received += got;
+	}
+	return NULL;
+}
+
 /* driver notify conninfo topic channel total wake|drain */
 static int
 cmd_notify(int argc, char **argv)
 {
-	PGconn	   *listener;
+	Listener	l;
+	pthread_t	th;
 	PGconn	   *control;
 	const char *topic;
 	const char *channel;
 	const char *mode;
-	long		total;
-	long		received = 0;
 	double		start;
-	double		last;
-	double		idle_since;
 	char		sql[512];
 
 	if (argc != 7)
@@ -468,7 +497,6 @@ cmd_notify(int argc, char **argv)
 	}
 	topic = argv[3];
 	channel = argv[4];
-	total = atol(argv[5]);
 	mode = argv[6];
 	if (strcmp(mode, "wake") != 0 && strcmp(mode, "drain") != 0)
 	{
@@ -476,13 +504,22 @@ cmd_notify(int argc, char **argv)
 		return 2;
 	}
 
-	listener = connect_or_die(argv[2]);
+	memset(&l, 0, sizeof(l));
+	l.conn = connect_or_die(argv[2]);
+	l.total = atol(argv[5]);
 	control = connect_or_die(argv[2]);
 	snprintf(sql, sizeof(sql), "LISTEN %s", channel);
-	exec_ok(listener, sql);
+	exec_ok(l.conn, sql);
+	if (strcmp(mode, "drain") == 0)
+		prepare_or_die(control, "drain", "SELECT outbox.drain_once($1)", 1);
 
 	start = now_ms();
-	last = start;
+	l.last = start;
+	if (pthread_create(&th, NULL, listen_thread, &l) != 0)
+	{
+		fprintf(stderr, "driver: cannot start a thread\n");
+		return 1;
+	}
 	if (strcmp(mode, "wake") == 0)
 	{
 		const char *params[2] = {topic, channel};
@@ -498,7 +535,6 @@ cmd_notify(int argc, char **argv)
 	{
 		const char *params[1] = {topic};
 
-		prepare_or_die(control, "drain", "SELECT outbox.drain_once($1)", 1);
 		for (;;)
 		{
 			PGresult   *res = PQexecPrepared(control, "drain", 1, params,
@@ -509,33 +545,20 @@ cmd_notify(int argc, char **argv)
 				die(control, "drain_once");
 			n = atoi(PQgetvalue(res, 0, 0));
 			PQclear(res);
-			received += count_notifications(listener, &last);
 			if (n == 0)
 				break;
 		}
 	}
+	pthread_join(th, NULL);
 
-	/* the rest of the notifications, until none came for a while */
-	idle_since = now_ms();
-	while (received < total && now_ms() - idle_since < IDLE_TIMEOUT_MS)
-	{
-		long		got;
-
-		wait_readable(listener, 100);
-		got = count_notifications(listener, &last);
-		if (got > 0)
-			idle_since = now_ms();
-		received += got;
-	}
-
-	printf("notify %s messages=%ld seconds=%.3f rate=%.0f\n", mode, received,
-		   (last - start) / 1000.0, received / ((last - start) / 1000.0));
-	PQfinish(listener);
+	printf("notify %s messages=%ld seconds=%.3f rate=%.0f\n", mode, l.received,
+		   (l.last - start) / 1000.0, l.received / ((l.last - start) / 1000.0));
+	PQfinish(l.conn);
 	PQfinish(control);
-	if (received != total)
+	if (l.received != l.total)
 	{
 		fprintf(stderr, "driver: %ld notifications received, %ld expected\n",
-				received, total);
+				l.received, l.total);
 		return 1;
 	}
 	return 0;

@@ -596,6 +596,7 @@ cmd_listen(int argc, char **argv)
 	return 0;
 }
 
+/* Dispatch to the subcommand. */
 int
 main(int argc, char **argv)
 {

@@ -62,6 +62,10 @@ test:
 demo:
 	bash test/run --demo
 
+# The benchmark of issue 4 on a throwaway cluster, as root: see bench/run
+bench:
+	bash bench/run
+
 # Build the Debian package and run the suites against what it installs
 deb-check:
 	bash test/run --deb

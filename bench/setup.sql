@@ -1,0 +1,105 @@
+-- bench/setup.sql: the four systems of the benchmark, side by side in one
+-- database.  Each has a business table of its own (orders) next to its
+-- queue, so that the systems share nothing but the cluster.
+--
+--   floor    floor.message: the same columns and fillfactor as
+--            outbox.message with its primary key only, keys from a sequence
+--            in time order (like UUIDv7): the statements without queue logic
+--   plain    bench/plain.sql
+--   pgq      PgQ (postgresql-15-pgq3), business table in schema pgqapp
+--   krizaka  the extension, business table in schema krizaka
+
+\set ON_ERROR_STOP on
+SET client_min_messages = warning;
+
+CREATE EXTENSION krizaka_outbox;
+CREATE EXTENSION pgq;
+
+-- the ~200-byte message body every system carries
+CREATE FUNCTION public.bench_payload(order_id bigint, customer_id integer,
+                                     amount numeric, quantity integer)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_build_object('orderId', order_id, 'customerId', customer_id,
+        'amount', amount, 'currency', 'EUR', 'quantity', quantity,
+        'channel', 'web',
+        'note', 'order created through the storefront; payment pending; ships from the main warehouse')
+$$;
+
+-- the uuid of floor key n: time-ordered, from a counter
+CREATE FUNCTION public.bench_floor_key(n bigint)
+RETURNS uuid LANGUAGE sql IMMUTABLE AS $$
+    SELECT ('00000000-0000-7000-8000-' || lpad(to_hex(n), 12, '0'))::uuid
+$$;
+
+CREATE SCHEMA floor;
+CREATE SEQUENCE floor.message_seq MINVALUE 0 START 0;
+CREATE TABLE floor.message (
+    id            uuid        PRIMARY KEY,
+    topic         text        NOT NULL,
+    event_type    text        NOT NULL,
+    payload       jsonb       NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    available_at  timestamptz NOT NULL DEFAULT now(),
+    attempts      integer     NOT NULL DEFAULT 0,
+    leased_until  timestamptz,
+    lease_owner   text,
+    delivered_at  timestamptz,
+    dead_at       timestamptz,
+    last_error    text
+) WITH (fillfactor = 70);
+CREATE TABLE floor.orders (
+    id           bigserial     PRIMARY KEY,
+    customer_id  integer       NOT NULL,
+    amount       numeric(12,2) NOT NULL,
+    created_at   timestamptz   NOT NULL DEFAULT now()
+);
+
+\ir plain.sql
+
+CREATE SCHEMA pgqapp;
+CREATE TABLE pgqapp.orders (
+    id           bigserial     PRIMARY KEY,
+    customer_id  integer       NOT NULL,
+    amount       numeric(12,2) NOT NULL,
+    created_at   timestamptz   NOT NULL DEFAULT now()
+);
+SELECT pgq.create_queue('orders');
+
+-- Fill a PgQ queue with n events in batches of per_batch: each batch is
+-- committed and closed by a tick of its own, as a ticker running beside the
+-- producers would cut them.
+CREATE PROCEDURE pgqapp.preload(queue text, n integer, per_batch integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pgq.set_queue_config(queue, 'ticker_max_count', per_batch::text);
+    FOR b IN 0 .. n / per_batch - 1 LOOP
+        PERFORM pgq.insert_event(queue, 'evt.order.created.v1',
+                                 public.bench_payload(b * per_batch + g, g, 12.50, 3)::text)
+           FROM generate_series(1, per_batch) g;
+        COMMIT;
+        PERFORM pgq.ticker(queue);
+        COMMIT;
+    END LOOP;
+END
+$$;
+
+CREATE SCHEMA krizaka;
+CREATE TABLE krizaka.orders (
+    id           bigserial     PRIMARY KEY,
+    customer_id  integer       NOT NULL,
+    amount       numeric(12,2) NOT NULL,
+    created_at   timestamptz   NOT NULL DEFAULT now()
+);
+
+-- Append n messages to topic, 10000 per append_batch call.
+CREATE PROCEDURE krizaka.preload(topic text, n integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR c IN 0 .. (n - 1) / 10000 LOOP
+        PERFORM outbox.append_batch(topic, 'evt.order.created.v1',
+            (SELECT array_agg(public.bench_payload(c * 10000 + g, g, 12.50, 3) ORDER BY g)
+               FROM generate_series(1, least(10000, n - c * 10000)) g));
+        COMMIT;
+    END LOOP;
+END
+$$;

@@ -44,31 +44,23 @@ CREATE TABLE outbox.message (
 );
 
 /*
- * The due indexes hold only messages that are neither delivered nor dead, so
- * the cost of claim does not grow with the history kept until purge.  One
- * serves claims for a topic, the other claims across all topics; both give
- * the claim order (available_at, id) directly.
- *
- * The statements run with generic plans, which cannot look at a topic's
- * size, so a partial predicate may name a condition that only the
- * statements meant to use the index state: a claim across all topics says
- * available_at > '-infinity' (append refuses infinite times), so a claim for
- * one topic can only take its topic's index and never walks the due
- * messages of other topics.
+ * The due index holds only messages that are neither delivered nor dead, so
+ * the cost of claim does not grow with the history kept until purge.  It
+ * gives a topic's claim order (available_at, id) directly; a claim across
+ * all topics merges the topics' orders (see outbox_store.c) rather than pay
+ * for a second index on every append.
  */
 CREATE INDEX message_due_topic_idx ON outbox.message (topic, available_at, id)
     WHERE delivered_at IS NULL AND dead_at IS NULL;
-CREATE INDEX message_due_idx ON outbox.message (available_at, id)
-    WHERE delivered_at IS NULL AND dead_at IS NULL
-      AND available_at OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz;
 
 /*
  * The leased messages, so that claim finds the leases that expired on
  * their last allowed attempt without reading the due ones.  complete, fail
  * and release clear leased_until, so this index holds only messages in
- * flight.  Its predicate is stated only by the statements looking for
- * leases, so that complete, fail and extend go by the primary key however
- * many leases there are.
+ * flight.  The statements run with generic plans, which cannot look at
+ * how many leases there are; the predicate names a condition that only the
+ * statements looking for leases state, so that complete, fail and extend go
+ * by the primary key whatever their number.
  */
 CREATE INDEX message_leased_idx ON outbox.message (leased_until)
     WHERE leased_until OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz

@@ -20,6 +20,7 @@
 
 #include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
+#include "port/atomics.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
 #include "utils/tuplestore.h"
@@ -125,6 +126,7 @@ extern void StoreRouteSet(text *topic, const char *target, text *channel,
 						  const char *server, text *command, Oid creator);
 extern bool StoreRouteDelete(text *topic);
 extern List *StoreRouteList(text *topic);
+extern List *StoreRoutedTopics(void);
 
 typedef struct StoreIdentity
 {
@@ -224,6 +226,7 @@ typedef struct OutboxShared
 	bool		probe_all;		/* probes[] overflowed: re-probe every one */
 	Oid			probes[OUTBOX_MAX_PROBES];
 	OutboxHoldoff holdoffs[OUTBOX_MAX_HOLDOFFS];
+	pg_atomic_uint64 routes_generation; /* bumped when routes change */
 	int			nslots;
 	OutboxWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } OutboxShared;
@@ -243,9 +246,13 @@ extern void ShmemRequestProbe(Oid dboid);
 extern bool ShmemHoldOffDatabase(Oid dboid);
 extern bool ShmemReleaseHoldoffs(pid_t requester);
 extern bool ShmemStopWorker(Oid dboid, int timeout_ms);
+extern uint64 ShmemRoutesGeneration(void);
+extern void ShmemBumpRoutesGeneration(void);
 
 /* waking the worker at commit (outbox_wakeup.c) */
 extern void OutboxWakeupInit(void);
 extern void WakeWorkerAtCommit(void);
+extern void WakeWorkerForTopic(text *topic);
+extern void RoutesChangedAtCommit(void);
 
 #endif							/* OUTBOX_H */

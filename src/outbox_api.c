@@ -133,7 +133,7 @@ outbox_append(PG_FUNCTION_ARGS)
 		id = PG_GETARG_UUID_P(3);
 
 	StoreAppend(topic, type, payload, id, is_new, available_at);
-	WakeWorkerAtCommit();
+	WakeWorkerForTopic(topic);
 	PG_RETURN_UUID_P(id);
 }
 
@@ -175,7 +175,7 @@ outbox_append_batch(PG_FUNCTION_ARGS)
 					 PointerGetDatum(construct_array(ids, n, UUIDOID, UUID_LEN,
 													 false, TYPALIGN_CHAR)),
 					 PointerGetDatum(payloads), now);
-	WakeWorkerAtCommit();
+	WakeWorkerForTopic(topic);
 
 	for (i = 0; i < n; i++)
 	{

@@ -34,7 +34,7 @@ outbox_route_notify(PG_FUNCTION_ARGS)
 
 	/* a SECURITY DEFINER function: the session's role made the route */
 	StoreRouteSet(topic, "notify", channel, NULL, NULL, GetOuterUserId());
-	WakeWorkerAtCommit();
+	RoutesChangedAtCommit();
 	PG_RETURN_VOID();
 }
 
@@ -75,7 +75,7 @@ outbox_route_remote(PG_FUNCTION_ARGS)
 	StoreRouteSet(topic, "remote", NULL, server, command, caller);
 	StoreRestoreIdentity(&save);
 
-	WakeWorkerAtCommit();
+	RoutesChangedAtCommit();
 	PG_RETURN_VOID();
 }
 
@@ -84,6 +84,9 @@ Datum
 outbox_unroute(PG_FUNCTION_ARGS)
 {
 	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
+	bool		removed = StoreRouteDelete(topic);
 
-	PG_RETURN_BOOL(StoreRouteDelete(topic));
+	if (removed)
+		RoutesChangedAtCommit();
+	PG_RETURN_BOOL(removed);
 }

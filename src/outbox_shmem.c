@@ -108,6 +108,7 @@ obx_shmem_startup(void)
 		memset(OutboxShmem, 0, obx_shmem_size());
 		OutboxShmem->lock = &(GetNamedLWLockTranche(OBX_SHMEM_NAME))->lock;
 		OutboxShmem->nslots = max_worker_processes;
+		pg_atomic_init_u64(&OutboxShmem->routes_generation, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -355,4 +356,21 @@ obx_stop_pause(void)
 					 OBX_STOP_POLL_MS, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * The generation of the routes: backends that cache which topics are
+ * routed reload them when it changes.  Read without the lock.
+ */
+uint64
+ShmemRoutesGeneration(void)
+{
+	return pg_atomic_read_u64(&OutboxShmem->routes_generation);
+}
+
+/* Announce that routes changed (after the change committed). */
+void
+ShmemBumpRoutesGeneration(void)
+{
+	pg_atomic_fetch_add_u64(&OutboxShmem->routes_generation, 1);
 }

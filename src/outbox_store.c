@@ -28,6 +28,7 @@
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -56,8 +57,8 @@ typedef struct StorePlan
  *
  * $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts
  */
-#define CLAIM_SET \
-	"WITH claimed AS (UPDATE outbox.message m SET " \
+#define CLAIM_UPDATE \
+	"claimed AS (UPDATE outbox.message m SET " \
 	" attempts = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
 	"   THEN m.attempts ELSE m.attempts OPERATOR(pg_catalog.+) 1 END," \
 	" leased_until = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
@@ -69,9 +70,7 @@ typedef struct StorePlan
 	" last_error = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
 	"   THEN pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s', m.lease_owner, m.attempts, $6)" \
 	"   ELSE m.last_error END " \
-	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	" SELECT c.id FROM outbox.message c" \
-	" WHERE "
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
 
 #define CLAIM_DUE \
 	" c.delivered_at IS NULL AND c.dead_at IS NULL" \
@@ -79,18 +78,27 @@ typedef struct StorePlan
 	" AND (c.leased_until IS NULL OR c.leased_until OPERATOR(pg_catalog.<=) $2)"
 
 #define CLAIM_END \
-	" LIMIT $3 FOR UPDATE SKIP LOCKED)) " \
-	"RETURNING m.*) " \
+	")) RETURNING m.*) " \
 	"SELECT * FROM claimed ORDER BY available_at, id"
 
 /*
- * A claim across all topics states available_at > '-infinity', which the
- * predicate of message_due_idx needs: see the install script.
+ * A claim across all topics has no index of its own (one would cost every
+ * append and every claim an index entry more): it takes the oldest due
+ * messages of each topic from the topic's index, the topics found by
+ * skipping through that index, keeps twice the batch of the oldest of them
+ * all, and locks the first of those that no other claim holds.  So two
+ * claims across all topics at once share the work, and a third may come
+ * out short; claims of one topic each scale without that limit.
  */
-#define CLAIM_ORDER_TOPIC	" ORDER BY c.available_at, c.id"
-#define CLAIM_ORDER_ANY \
-	" AND c.available_at OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz" \
-	" ORDER BY c.available_at, c.id"
+#define CLAIM_TOPICS \
+	"topics(topic) AS (" \
+	" (SELECT c.topic FROM outbox.message c" \
+	"  WHERE c.delivered_at IS NULL AND c.dead_at IS NULL ORDER BY c.topic LIMIT 1)" \
+	" UNION ALL" \
+	" SELECT (SELECT c.topic FROM outbox.message c" \
+	"  WHERE c.topic OPERATOR(pg_catalog.>) t.topic" \
+	"  AND c.delivered_at IS NULL AND c.dead_at IS NULL ORDER BY c.topic LIMIT 1)" \
+	" FROM topics t WHERE t.topic IS NOT NULL)"
 
 /*
  * Before a claim: every message of the topic(s) whose lease expired on its
@@ -142,7 +150,7 @@ static StorePlan plan_claim_delivered = {
 	" AND c.available_at OPERATOR(pg_catalog.<=) $2"
 	" AND (c.leased_until IS NULL OR (c.leased_until OPERATOR(pg_catalog.<=) $2"
 	"      AND c.attempts OPERATOR(pg_catalog.<) $5))"
-	CLAIM_ORDER_TOPIC " LIMIT $3"
+	" ORDER BY c.available_at, c.id LIMIT $3"
 	" FOR UPDATE SKIP LOCKED)) "
 	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts,"
 	" m.leased_until, m.available_at) "
@@ -194,13 +202,29 @@ static StorePlan plan_append_batch = {
 
 static StorePlan plan_claim_topic = {
 	NULL,
-	CLAIM_SET " c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE CLAIM_ORDER_TOPIC CLAIM_END,
+	"WITH " CLAIM_UPDATE
+	" SELECT c.id FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE
+	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED" CLAIM_END,
 	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
 static StorePlan plan_claim_any = {
 	NULL,
-	CLAIM_SET CLAIM_DUE CLAIM_ORDER_ANY CLAIM_END,
+	"WITH RECURSIVE " CLAIM_TOPICS ", " CLAIM_UPDATE
+	" SELECT c.id FROM outbox.message c"
+	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+	"  SELECT x.id FROM topics t, LATERAL ("
+	"   SELECT o.id, o.available_at FROM outbox.message o"
+	"   WHERE o.topic OPERATOR(pg_catalog.=) t.topic"
+	"   AND o.delivered_at IS NULL AND o.dead_at IS NULL"
+	"   AND o.available_at OPERATOR(pg_catalog.<=) $2"
+	"   AND (o.leased_until IS NULL OR o.leased_until OPERATOR(pg_catalog.<=) $2)"
+	"   ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2) x"
+	"  WHERE t.topic IS NOT NULL"
+	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))"
+	" AND " CLAIM_DUE
+	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED" CLAIM_END,
 	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
@@ -344,6 +368,12 @@ static StorePlan plan_route_delete = {
 	NULL,
 	"DELETE FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1",
 	1, {TEXTOID}
+};
+
+static StorePlan plan_routed_topics = {
+	NULL,
+	"SELECT topic FROM outbox.routes",
+	0, {InvalidOid}
 };
 
 static StorePlan plan_route_list = {
@@ -1130,4 +1160,40 @@ StoreUndeliver(pg_uuid_t *id, text *owner, TimestampTz lease_end)
 	obx_connect();
 	obx_exec(&plan_undeliver, values, nulls, false, 0, SPI_OK_UPDATE);
 	obx_finish();
+}
+
+/*
+ * The routed topics, as C strings in the current memory context, read with
+ * the latest snapshot so that a route committed after this transaction's
+ * snapshot is seen (the caller caches the list across transactions).  An
+ * extension without its routes table yields an empty list.
+ */
+List *
+StoreRoutedTopics(void)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	List	   *topics = NIL;
+	uint64		i;
+	int			ret;
+
+	if (!OidIsValid(get_namespace_oid("outbox", true)))
+		return NIL;
+
+	obx_connect();
+	ret = SPI_execute_snapshot(obx_plan(&plan_routed_topics), NULL, NULL,
+							   GetLatestSnapshot(), InvalidSnapshot,
+							   true, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute_snapshot failed for \"%s\": %s",
+			 plan_routed_topics.sql, SPI_result_code_string(ret));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		char	   *t = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+
+		topics = lappend(topics, pstrdup(t));
+		MemoryContextSwitchTo(spi);
+	}
+	obx_finish();
+	return topics;
 }

@@ -12,6 +12,13 @@
  * subtransaction abort keeps it: a spurious wake-up costs one empty round,
  * a lost one delays delivery until the next due time.
  *
+ * Only appends to a routed topic ask for a wake-up: the worker has nothing
+ * to do for the others, which pull workers take.  Each backend keeps the
+ * list of routed topics of its database and reloads it when the routes'
+ * generation in shared memory moved, which the route functions bump when
+ * they commit.  (A route written into outbox.routes by hand is delivered
+ * from the next round on, but does not wake the worker by itself.)
+ *
  * Two-phase commit: PREPARE TRANSACTION drops the request, since nothing is
  * visible yet; COMMIT PREPARED (which PostgreSQL runs in the database where
  * the transaction was prepared) always requests a wake-up at its own
@@ -48,6 +55,7 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
+#include "utils/memutils.h"
 
 #include "outbox.h"
 #include "outbox_compat.h"
@@ -60,6 +68,12 @@ static bool wake_worker_pending = false;	/* messages appended */
 static bool probe_pending = false;	/* CREATE EXTENSION krizaka_outbox ran */
 static bool wake_launcher_pending = false;	/* databases created or changed */
 static bool holding_off = false;	/* this transaction keeps workers away */
+static bool routes_changed_pending = false;	/* routes were set or removed */
+
+/* The routed topics of this database, as of routes_generation_seen */
+static List *routed_topics = NIL;
+static MemoryContext routed_cxt = NULL;
+static uint64 routes_generation_seen = PG_UINT64_MAX;
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
@@ -73,6 +87,7 @@ static void obx_process_utility(PlannedStmt *pstmt, const char *queryString,
 static const char *obx_database_to_clear(Node *parsetree);
 static void obx_clear_database(const char *dbname);
 static bool obx_names_extension(List *objects);
+static bool obx_topic_routed(text *topic);
 
 /*
  * Install the per-backend callbacks; called once from _PG_init.  One
@@ -102,6 +117,66 @@ WakeWorkerAtCommit(void)
 }
 
 /*
+ * Ask for the worker to be woken at commit if topic is routed in this
+ * database.  The list of routed topics is reloaded only when routes
+ * changed somewhere.
+ */
+void
+WakeWorkerForTopic(text *topic)
+{
+	if (!outbox_preloaded || wake_worker_pending)
+		return;
+	if (obx_topic_routed(topic))
+		wake_worker_pending = true;
+}
+
+/* Routes were set or removed: tell every backend, and the worker, at commit. */
+void
+RoutesChangedAtCommit(void)
+{
+	if (outbox_preloaded)
+	{
+		routes_changed_pending = true;
+		wake_worker_pending = true;
+	}
+}
+
+/* Whether topic has a route in this database, from the cached list. */
+static bool
+obx_topic_routed(text *topic)
+{
+	uint64		generation = ShmemRoutesGeneration();
+	ListCell   *lc;
+	const char *name = VARDATA_ANY(topic);
+	int			len = VARSIZE_ANY_EXHDR(topic);
+
+	if (generation != routes_generation_seen)
+	{
+		MemoryContext old;
+
+		if (routed_cxt == NULL)
+			routed_cxt = AllocSetContextCreate(TopMemoryContext,
+											   "outbox routed topics",
+											   ALLOCSET_SMALL_SIZES);
+		MemoryContextReset(routed_cxt);
+		routed_topics = NIL;
+		old = MemoryContextSwitchTo(routed_cxt);
+		routed_topics = StoreRoutedTopics();
+		MemoryContextSwitchTo(old);
+		routes_generation_seen = generation;
+	}
+
+	foreach(lc, routed_topics)
+	{
+		const char *t = (const char *) lfirst(lc);
+
+		if ((int) strlen(t) == len && memcmp(t, name, len) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
  * Act on the requests at commit; forget them on abort and prepare.
  * Holdoffs end with the transaction either way.  Nothing here may throw:
  * at XACT_EVENT_COMMIT the transaction has already committed.  Every
@@ -115,6 +190,8 @@ obx_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
+			if (routes_changed_pending)
+				ShmemBumpRoutesGeneration();
 			if (wake_worker_pending)
 				ShmemWakeWorker(MyDatabaseId);
 			if (probe_pending)
@@ -134,6 +211,7 @@ obx_xact_callback(XactEvent event, void *arg)
 	}
 
 	wake_worker_pending = false;
+	routes_changed_pending = false;
 	probe_pending = false;
 	wake_launcher_pending = false;
 	if (holding_off)

@@ -12,6 +12,16 @@
  * are schema-qualified, operators included, so no search_path can change
  * what a statement does.
  *
+ * Plans are made with sequential scans switched off, and bitmap scans too
+ * except for purge.  A queue table is often empty when a plan is made
+ * (after a TRUNCATE, or a VACUUM of a drained queue), and the statistics of
+ * an empty table make a scan of the whole table, or a bitmap scan and a
+ * sort, look cheapest; that plan would stay until the next ANALYZE while
+ * the table grows, and every claim would read every pending row.  The
+ * statements are written for their indexes, which are right at any size.
+ * Purge finds its rows through two indexes at once, which takes a bitmap
+ * scan.
+ *
  * Callers pass the wall-clock time of the call ("now") so that one call uses
  * one instant for leases, backoff and timestamps, whatever the transaction's
  * start time.
@@ -27,6 +37,7 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -387,6 +398,7 @@ static StorePlan plan_route_list = {
 #define PURGE_CHUNK		1000
 
 static SPIPlanPtr obx_plan(StorePlan *p);
+static int	obx_index_plans(bool bitmap);
 static int	obx_exec(StorePlan *p, Datum *values, const char *nulls,
 					 bool read_only, long count, int expect);
 static void obx_connect(void);
@@ -420,14 +432,36 @@ obx_plan(StorePlan *p)
 	return p->plan;
 }
 
+/*
+ * Switch off the plans that read a whole table (and bitmap scans unless
+ * bitmap), for the statement about to run and for its planning, which
+ * happens inside its execution when the plan cache finds the plan missing
+ * or stale.  Returns the GUC nest level to pass to AtEOXact_GUC(true, ...)
+ * afterwards; an error unwinds it with the (sub)transaction.
+ */
+static int
+obx_index_plans(bool bitmap)
+{
+	int			nestlevel = NewGUCNestLevel();
+
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (!bitmap)
+		(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
 /* Run a saved statement and check that SPI answered with the expected code. */
 static int
 obx_exec(StorePlan *p, Datum *values, const char *nulls, bool read_only,
 		 long count, int expect)
 {
 	int			ret;
+	int			nestlevel = obx_index_plans(false);
 
 	ret = SPI_execute_plan(obx_plan(p), values, nulls, read_only, count);
+	AtEOXact_GUC(true, nestlevel);
 	if (ret != expect)
 		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
 			 p->sql, SPI_result_code_string(ret));
@@ -769,9 +803,12 @@ obx_purge_table(StorePlan *scan, StorePlan *del, TimestampTz horizon,
 	char		nulls[2] = {' ', ' '};
 	int64		deleted = 0;
 	int64		seen = 0;
+	int			nestlevel;
 
 	values[0] = TimestampTzGetDatum(horizon);
+	nestlevel = obx_index_plans(true);
 	portal = SPI_cursor_open(NULL, obx_plan(scan), values, nulls, true);
+	AtEOXact_GUC(true, nestlevel);
 
 	for (;;)
 	{

@@ -36,6 +36,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -192,6 +193,19 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 	ListCell   *lc;
 	int64		lease_us = (int64) st->lease_seconds * USECS_PER_SEC;
 	bool		needs_password = obx_route_needs_password(st, route);
+
+	/*
+	 * A remote server keeps what it is sent, so nothing may leave before
+	 * the transactions that appended it are safe on disk: a producer that
+	 * commits with synchronous_commit = off may not be yet, and a crash
+	 * would leave the remote side with an event for work that never
+	 * happened.  Their commit records precede this point of the WAL.  (The
+	 * worker has flushed past them already, by committing its claim;
+	 * drain_once has not.  A NOTIFY route needs none of this: the
+	 * notification leaves after the commit of the claim, whose flush covers
+	 * them, unless that session itself commits asynchronously.)
+	 */
+	XLogFlush(GetXLogInsertRecPtr());
 
 	foreach(lc, messages)
 	{

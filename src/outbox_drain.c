@@ -24,12 +24,18 @@
  * subtransaction is needed.  Errors that do escape (an interrupt, memory
  * exhaustion) abort the whole batch.
  *
- * drain_once runs all of this inside its caller's transaction.  The worker
- * commits each NOTIFY batch, and for a remote route commits the claim first,
- * in a transaction of its own, and then delivers in a second one: if the
- * worker dies while delivering, the leases it took expire and the messages
- * are claimed again with one more attempt, so a message that kills the
- * worker ends dead instead of killing it forever.
+ * drain_once runs all of this inside its caller's transaction, one batch of
+ * outbox.batch_size per topic.  The worker commits each NOTIFY batch, and
+ * while a topic fills whole batches it doubles that topic's next one, up to
+ * NOTIFY_BATCH_MAX: the claim reads the head of the topic's index once per
+ * batch, and under a backlog (all the more with dead index entries that a
+ * long-running snapshot keeps from being removed) larger batches spread
+ * that read and the commit over more messages.  For a remote route the
+ * worker commits the claim first, in a transaction of its own, and then
+ * delivers in a second one: if the worker dies while delivering, the
+ * leases it took expire and the messages are claimed again with one more
+ * attempt, so a message that kills the worker ends dead instead of killing
+ * it forever.
  *
  *-------------------------------------------------------------------------
  */
@@ -67,9 +73,13 @@ typedef struct DrainState
 /* A remote call stops this long before the lease ends */
 #define LEASE_MARGIN_US		USECS_PER_SEC
 
+/* The largest NOTIFY batch of the worker under a backlog */
+#define NOTIFY_BATCH_MAX	1000
+
 static void obx_init_state(DrainState *st, Oid role, const char *owner);
-static void obx_claim_request(DrainState *st, OutboxRoute *route, ClaimRequest *req);
-static void obx_notify_batch(DrainState *st, OutboxRoute *route);
+static void obx_claim_request(DrainState *st, OutboxRoute *route, int size,
+							  ClaimRequest *req);
+static void obx_notify_batch(DrainState *st, OutboxRoute *route, int size);
 static int	obx_claim(DrainState *st, OutboxRoute *route, List **messages);
 static void obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages);
 static bool obx_route_needs_password(DrainState *st, OutboxRoute *route);
@@ -90,32 +100,34 @@ obx_init_state(DrainState *st, Oid role, const char *owner)
 	st->claimed = 0;
 }
 
-/* A claim of one batch of the route's topic, as of now. */
+/* A claim of one batch of size messages of the route's topic, as of now. */
 static void
-obx_claim_request(DrainState *st, OutboxRoute *route, ClaimRequest *req)
+obx_claim_request(DrainState *st, OutboxRoute *route, int size,
+				  ClaimRequest *req)
 {
 	req->owner = st->owner;
 	req->topic = cstring_to_text(route->topic);
-	req->batch_size = st->batch_size;
+	req->batch_size = size;
 	req->lease_seconds = st->lease_seconds;
 	req->max_attempts = outbox_max_attempts;
 	req->now = GetCurrentTimestamp();
 }
 
 /*
- * One batch of a NOTIFY route: claimed and marked delivered by one
- * statement, then each notification queued for this transaction's commit.
- * A message that cannot be sent is taken back and failed.
+ * One batch of at most size messages of a NOTIFY route: claimed and marked
+ * delivered by one statement, then each notification queued for this
+ * transaction's commit.  A message that cannot be sent is taken back and
+ * failed.
  */
 static void
-obx_notify_batch(DrainState *st, OutboxRoute *route)
+obx_notify_batch(DrainState *st, OutboxRoute *route, int size)
 {
 	ClaimRequest req;
 	List	   *messages = NIL;
 	ListCell   *lc;
 	int			claimed;
 
-	obx_claim_request(st, route, &req);
+	obx_claim_request(st, route, size, &req);
 	claimed = StoreClaimDelivered(&req, &messages);
 	st->claimed = claimed;
 
@@ -144,7 +156,7 @@ obx_claim(DrainState *st, OutboxRoute *route, List **messages)
 {
 	ClaimRequest req;
 
-	obx_claim_request(st, route, &req);
+	obx_claim_request(st, route, st->batch_size, &req);
 	st->claimed = StoreClaim(&req, NULL, NULL, messages);
 	return st->claimed;
 }
@@ -285,7 +297,7 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 		List	   *messages = NIL;
 
 		if (!route->remote)
-			obx_notify_batch(&st, route);
+			obx_notify_batch(&st, route, st.batch_size);
 		else if (obx_claim(&st, route, &messages) > 0)
 			obx_deliver_batch(&st, route, messages);
 	}
@@ -349,6 +361,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	StoreIdentity save;
 	List	   *routes;
 	ListCell   *lc;
+	int		   *sizes;			/* the next NOTIFY batch of each route */
 	bool		more;
 	bool		ran = false;
 	char		owner[64];
@@ -372,6 +385,9 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	routes = StoreRouteList(NULL);
 	StoreRestoreIdentity(&save);
 	obx_commit();
+	sizes = palloc(sizeof(int) * Max(list_length(routes), 1));
+	for (int i = 0; i < list_length(routes); i++)
+		sizes[i] = st.batch_size;
 
 	do
 	{
@@ -379,6 +395,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 		foreach(lc, routes)
 		{
 			OutboxRoute *route = (OutboxRoute *) lfirst(lc);
+			int		   *size = &sizes[foreach_current_index(lc)];
 			List	   *messages = NIL;
 			int			claimed;
 
@@ -393,14 +410,18 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 				claimed = obx_claim(&st, route, &messages);
 			else
 			{
-				obx_notify_batch(&st, route);
+				obx_notify_batch(&st, route, *size);
 				claimed = st.claimed;
 			}
 			StoreRestoreIdentity(&save);
 			obx_commit();
 
-			if (claimed >= st.batch_size)
+			if (claimed >= (route->remote ? st.batch_size : *size))
+			{
 				more = true;
+				if (!route->remote)
+					*size = Min(*size * 2, Max(NOTIFY_BATCH_MAX, st.batch_size));
+			}
 			if (!route->remote || claimed == 0)
 				continue;
 

@@ -1,9 +1,9 @@
-# The background worker delivering end to end: to a NOTIFY listener, to a
-# second database and a second cluster through libpq; a failing target backs
-# off, dies and is revived; a delayed message goes out on time without a
-# short naptime; a database that gets the extension later is served; a
-# SIGKILL of the worker loses nothing; a SIGTERM ends it within a second
-# even while a remote command hangs.
+# The background worker delivering end to end: to a NOTIFY listener (a
+# backlog in growing batches), to a second database and a second cluster
+# through libpq; a failing target backs off, dies and is revived; a delayed
+# message goes out on time without a short naptime; a database that gets
+# the extension later is served; a SIGKILL of the worker loses nothing; a
+# SIGTERM ends it within a second even while a remote command hangs.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -89,6 +89,27 @@ like($payloads[0], qr/^\{"id": "01890a5d-ac96-774b-bcce-b302099a8001", "type": "
 like($payloads[1], qr/"orderId": 3/, 'the second is orderId 3');
 unlike($received, qr/"orderId": 2/, 'the rolled-back append never arrives');
 $listener->quit;
+
+# 1b. A backlog on a NOTIFY route goes out in batches that double from
+# outbox.batch_size (50) up to 1000 while they come back full; each batch
+# is one statement, and its messages share its delivered_at.
+$node->safe_psql('app', q{SELECT outbox.route_notify('backlog', 'backlog_events')});
+$node->safe_psql('app', q{
+	SELECT count(*) FROM (SELECT outbox.append('backlog', 'evt.backlog.v1', jsonb_build_object('n', n))
+	                        FROM generate_series(1, 3000) n) s;
+});
+ok($node->poll_query_until('app',
+	q{SELECT count(*) = 3000 FROM outbox.message WHERE topic = 'backlog' AND delivered_at IS NOT NULL}),
+	'the backlog is delivered');
+is($node->safe_psql('app', q{
+	SELECT string_agg(n::text, ' ' ORDER BY d)
+	  FROM (SELECT delivered_at AS d, count(*) AS n FROM outbox.message
+	         WHERE topic = 'backlog' GROUP BY delivered_at) s}),
+	'50 100 200 400 800 1000 450', 'in batches of 50, 100, 200, 400, 800, 1000 and the rest');
+$node->safe_psql('app', q{
+	SELECT outbox.unroute('backlog');
+	DELETE FROM outbox.message WHERE topic = 'backlog';
+});
 
 # 2. A second database and a second cluster, through libpq.
 $node->safe_psql('app', q{

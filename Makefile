@@ -46,7 +46,7 @@ include $(PGXS)
 
 # The version lives in the control file; META.json and the changelog must agree.
 all: check-version
-.PHONY: check-version test demo bench deb-check valgrind
+.PHONY: check-version test demo bench deb-check sanitize valgrind
 check-version:
 	@grep -q '"version": "$(EXTVERSION).0"' META.json || \
 		{ echo "META.json does not carry version $(EXTVERSION).0 (the semver of version $(EXTVERSION) in) $(EXTENSION).control" >&2; exit 1; }
@@ -69,6 +69,11 @@ bench:
 # Build the Debian package and run the suites against what it installs
 deb-check:
 	bash test/run --deb
+
+# every suite with the extension built with UndefinedBehaviorSanitizer, its
+# runtime loaded into every server process; the first report fails the run
+sanitize:
+	bash test/run --sanitize
 
 # regress, isolation and pgTAP with every server process under valgrind's
 # memcheck; fails on an error in a frame of the extension

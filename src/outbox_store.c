@@ -20,7 +20,7 @@
  * the table grows, and every claim would read every pending row.  The
  * statements are written for their indexes, which are right at any size.
  * Purge finds its rows through two indexes at once, which takes a bitmap
- * scan.
+ * scan.  The single-row inserts have no plan to choose and skip this.
  *
  * Callers pass the wall-clock time of the call ("now") so that one call uses
  * one instant for leases, backoff and timestamps, whatever the transaction's
@@ -52,6 +52,8 @@ typedef struct StorePlan
 	const char *sql;
 	int			nargs;
 	Oid			argtypes[8];
+	bool		values_only;	/* inserts VALUES: reads no table, any plan
+								 * is the same */
 } StorePlan;
 
 /* The ownership test shared by complete, fail and extend */
@@ -184,14 +186,14 @@ static StorePlan plan_append_new = {
 	NULL,
 	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at) "
 	"VALUES ($1, $2, $3, $4, $5, $6)",
-	6, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	6, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, true
 };
 
 static StorePlan plan_append = {
 	NULL,
 	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at) "
 	"VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
-	6, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	6, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, true
 };
 
 static StorePlan plan_append_same = {
@@ -328,7 +330,7 @@ static StorePlan plan_consume_once = {
 	NULL,
 	"INSERT INTO outbox.processed (consumer, message_id, processed_at) "
 	"VALUES ($1, $2, $3) ON CONFLICT (consumer, message_id) DO NOTHING",
-	3, {TEXTOID, UUIDOID, TIMESTAMPTZOID}
+	3, {TEXTOID, UUIDOID, TIMESTAMPTZOID}, true
 };
 
 static StorePlan plan_envelope_by_id = {
@@ -458,10 +460,16 @@ obx_exec(StorePlan *p, Datum *values, const char *nulls, bool read_only,
 		 long count, int expect)
 {
 	int			ret;
-	int			nestlevel = obx_index_plans(false);
 
-	ret = SPI_execute_plan(obx_plan(p), values, nulls, read_only, count);
-	AtEOXact_GUC(true, nestlevel);
+	if (p->values_only)
+		ret = SPI_execute_plan(obx_plan(p), values, nulls, read_only, count);
+	else
+	{
+		int			nestlevel = obx_index_plans(false);
+
+		ret = SPI_execute_plan(obx_plan(p), values, nulls, read_only, count);
+		AtEOXact_GUC(true, nestlevel);
+	}
 	if (ret != expect)
 		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
 			 p->sql, SPI_result_code_string(ret));

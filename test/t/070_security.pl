@@ -798,6 +798,8 @@ $node->safe_psql('hij', qq{
 	CREATE SERVER inbox FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$rhost', port '$rport', dbname 'inbox');
 	CREATE USER MAPPING FOR sp_user SERVER inbox OPTIONS (user 'bob', password 'bobpw');
 	CREATE USER MAPPING FOR bgw SERVER inbox OPTIONS (user 'bob', password 'bobpw');
+	-- for the drain_once below, which races with the worker for the message
+	CREATE USER MAPPING FOR CURRENT_USER SERVER inbox OPTIONS (user 'bob', password 'bobpw');
 	GRANT USAGE ON FOREIGN SERVER inbox TO sp_user, bgw;
 	GRANT USAGE ON SCHEMA outbox TO sp_user;
 	GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA outbox TO sp_user;

@@ -49,6 +49,9 @@
 
 #include "libpq-fe.h"
 
+#define BENCH_PROGNAME "driver"
+#include "bench_common.h"
+
 #define MAX_WORKERS		64
 #define IDLE_TIMEOUT_MS	10000
 
@@ -67,24 +70,6 @@ typedef struct Worker
 } Worker;
 
 static pthread_barrier_t start_barrier;
-
-/* The monotonic clock in milliseconds. */
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
-}
-
-/* Print the connection's error and end the program. */
-static void
-die(PGconn *conn, const char *what)
-{
-	fprintf(stderr, "driver: %s: %s", what, conn ? PQerrorMessage(conn) : "\n");
-	exit(1);
-}
 
 /* Connect, or die. */
 static PGconn *

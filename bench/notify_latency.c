@@ -26,21 +26,8 @@
 
 #include "libpq-fe.h"
 
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
-}
-
-static void
-die(PGconn *conn, const char *what)
-{
-	fprintf(stderr, "notify_latency: %s: %s", what, conn ? PQerrorMessage(conn) : "\n");
-	exit(1);
-}
+#define BENCH_PROGNAME "notify_latency"
+#include "bench_common.h"
 
 static void
 exec_ok(PGconn *conn, const char *sql)

@@ -62,7 +62,7 @@ test:
 demo:
 	bash test/run --demo
 
-# The benchmark of issue 4 on a throwaway cluster, as root: see bench/run
+# The benchmark on a throwaway cluster, as root: see bench/run
 bench:
 	bash bench/run
 

@@ -6,6 +6,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use OutboxTest;
 use Time::HiRes qw(time);
 
 my $node = PostgreSQL::Test::Cluster->new('launcher');
@@ -18,19 +21,6 @@ sub status_rows
 {
 	return $node->safe_psql('postgres',
 		"SELECT string_agg(datname || '|' || state, ',' ORDER BY datname) FROM outbox.worker_status()");
-}
-
-# Waits until worker_status() shows exactly these rows; returns the seconds taken.
-sub wait_status
-{
-	my ($expected, $what) = @_;
-	my $start = time;
-	ok( $node->poll_query_until(
-			'postgres',
-			"SELECT coalesce(string_agg(datname || '|' || state, ',' ORDER BY datname), '') FROM outbox.worker_status()",
-			$expected),
-		$what);
-	return time - $start;
 }
 
 # The databases where a drain worker is connected, as pg_stat_activity shows them.
@@ -69,7 +59,7 @@ $node->safe_psql('Db 3', 'CREATE EXTENSION krizaka_outbox');
 $node->safe_psql('postgres',
 	q{ALTER SYSTEM SET outbox.worker_databases = 'db1, db2,"Db 3", missing'});
 $node->reload;
-wait_status('Db 3|sleeping,db1|sleeping,db2|no extension', 'reload starts the listed workers');
+wait_status($node, 'Db 3|sleeping,db1|sleeping,db2|no extension', 'reload starts the listed workers');
 is($node->safe_psql('postgres', $workers_query), 'Db 3,db1',
 	'workers connected to the databases with the extension');
 is( $node->safe_psql(
@@ -91,7 +81,7 @@ is( $node->safe_psql('postgres',
 # The missing database is logged once, and found when it is created.
 $node->wait_for_log(qr/database "missing" named in outbox.worker_databases does not exist/);
 $node->safe_psql('postgres', 'CREATE DATABASE missing');
-wait_status('Db 3|sleeping,db1|sleeping,db2|no extension,missing|no extension',
+wait_status($node, 'Db 3|sleeping,db1|sleeping,db2|no extension,missing|no extension',
 	'a listed database created later is looked at');
 my @logged = (slurp_file($node->logfile) =~ /database "missing" named in outbox.worker_databases does not exist/g);
 is(scalar(@logged), 1, 'the missing database was logged once');
@@ -99,7 +89,7 @@ is(scalar(@logged), 1, 'the missing database was logged once');
 # CREATE EXTENSION where it was missing: a worker within two seconds.
 my $start = time;
 $node->safe_psql('db2', 'CREATE EXTENSION krizaka_outbox');
-wait_status('Db 3|sleeping,db1|sleeping,db2|sleeping,missing|no extension',
+wait_status($node, 'Db 3|sleeping,db1|sleeping,db2|sleeping,missing|no extension',
 	'CREATE EXTENSION brings a worker');
 ok( $node->poll_query_until(
 		'postgres',
@@ -112,7 +102,7 @@ cmp_ok($took, '<', 2, "worker started ${took}s after CREATE EXTENSION");
 # '*': every database with the extension, found without a restart.
 $node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.worker_databases = '*'});
 $node->reload;
-wait_status('Db 3|sleeping,db1|sleeping,db2|sleeping,postgres|sleeping', "'*' serves every database with the extension");
+wait_status($node, 'Db 3|sleeping,db1|sleeping,db2|sleeping,postgres|sleeping', "'*' serves every database with the extension");
 ok($node->poll_query_until('postgres', $workers_query, 'Db 3,db1,db2,postgres'),
 	"with '*', no worker stays in a database without the extension");
 
@@ -122,7 +112,7 @@ $start = time;
 $node->safe_psql('postgres', 'CREATE DATABASE db5 TEMPLATE db1');
 $took = time - $start;
 cmp_ok($took, '<', 4, "CREATE DATABASE ... TEMPLATE db1 took ${took}s");
-wait_status('Db 3|sleeping,db1|sleeping,db2|sleeping,db5|sleeping,postgres|sleeping',
+wait_status($node, 'Db 3|sleeping,db1|sleeping,db2|sleeping,db5|sleeping,postgres|sleeping',
 	'the new database gets a worker, the template gets its worker back');
 
 # The workers follow outbox.worker_role.
@@ -164,7 +154,7 @@ is( $node->safe_psql('postgres',
 # Empty: no worker at all.
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET outbox.worker_databases');
 $node->reload;
-wait_status('', 'an empty list stops every worker');
+wait_status($node, '', 'an empty list stops every worker');
 ok($node->poll_query_until('postgres', $workers_query, ''), 'no worker connected');
 
 $node->stop;

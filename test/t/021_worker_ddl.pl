@@ -7,6 +7,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use OutboxTest;
 use Time::HiRes qw(time);
 
 my $node = PostgreSQL::Test::Cluster->new('ddl');
@@ -28,9 +31,6 @@ foreach my $db ('app', 'app2')
 	$node->safe_psql($db, 'CREATE EXTENSION krizaka_outbox');
 }
 
-my $status_query =
-  "SELECT coalesce(string_agg(datname || '|' || state, ',' ORDER BY datname), '') FROM outbox.worker_status()";
-
 # Runs a statement and returns the seconds it took.
 sub timed
 {
@@ -40,28 +40,12 @@ sub timed
 	return time - $start;
 }
 
-# Waits for worker_status() to show these rows; returns the seconds taken.
-sub wait_status
-{
-	my ($expected, $what) = @_;
-	my $start = time;
-	ok($node->poll_query_until('postgres', $status_query, $expected), $what);
-	return time - $start;
-}
-
-sub worker_pid
-{
-	my ($db) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT pid FROM outbox.worker_status() WHERE datname = '$db'");
-}
-
-wait_status('app|sleeping,app2|sleeping', 'both workers run');
+wait_status($node, 'app|sleeping,app2|sleeping', 'both workers run');
 
 # DROP EXTENSION: immediate, and its commit wakes the worker, which leaves.
 my $took = timed('app', 'DROP EXTENSION krizaka_outbox');
 cmp_ok($took, '<', 2, "DROP EXTENSION took ${took}s");
-$took = wait_status('app|no extension,app2|sleeping',
+$took = wait_status($node, 'app|no extension,app2|sleeping',
 	'after DROP EXTENSION the worker says the extension is missing');
 cmp_ok($took, '<', 2, "worker left ${took}s after DROP EXTENSION, woken by its commit");
 is( $node->safe_psql(
@@ -70,21 +54,21 @@ is( $node->safe_psql(
 	'no connection left in the database');
 
 $took = timed('app', 'CREATE EXTENSION krizaka_outbox');
-$took += wait_status('app|sleeping,app2|sleeping', 'CREATE EXTENSION brings it back');
+$took += wait_status($node, 'app|sleeping,app2|sleeping', 'CREATE EXTENSION brings it back');
 cmp_ok($took, '<', 2, "worker back ${took}s after CREATE EXTENSION");
 
 # Somebody who does not own the database cannot move its worker away.
 $node->safe_psql('postgres', 'CREATE ROLE mallory LOGIN');
-my $pid = worker_pid('app2');
+my $pid = worker_pid($node, 'app2');
 my ($ret, $out, $err) =
   $node->psql('postgres', 'DROP DATABASE app2', extra_params => [ '-U', 'mallory' ]);
 like($err, qr/must be owner of database app2/, 'DROP DATABASE by a non-owner fails');
-is(worker_pid('app2'), $pid, 'and leaves the worker alone');
+is(worker_pid($node, 'app2'), $pid, 'and leaves the worker alone');
 
 # DROP DATABASE (without FORCE) while its worker runs.
 $took = timed('postgres', 'DROP DATABASE app2');
 cmp_ok($took, '<', 4, "DROP DATABASE took ${took}s");
-wait_status('app|sleeping', 'the dropped database has no row');
+wait_status($node, 'app|sleeping', 'the dropped database has no row');
 ok(!$node->log_contains(qr/is being accessed by other users/),
 	'no DROP DATABASE waited on the worker');
 
@@ -92,21 +76,21 @@ ok(!$node->log_contains(qr/is being accessed by other users/),
 # renamed back, it returns.
 $took = timed('postgres', 'ALTER DATABASE app RENAME TO app_renamed');
 cmp_ok($took, '<', 4, "ALTER DATABASE RENAME took ${took}s");
-wait_status('', 'a database renamed out of the list has no worker');
+wait_status($node, '', 'a database renamed out of the list has no worker');
 timed('postgres', 'ALTER DATABASE app_renamed RENAME TO app');
-wait_status('app|sleeping', 'renamed back, it has a worker again');
+wait_status($node, 'app|sleeping', 'renamed back, it has a worker again');
 
 # The worker stays away while the renaming transaction is open, and returns
 # when it rolls back.
 my $bg = $node->background_psql('postgres');
 $bg->query_safe('BEGIN');
 $bg->query_safe('ALTER DATABASE app RENAME TO app_tmp');
-wait_status('app|stopped', 'no worker while the rename is not committed');
+wait_status($node, 'app|stopped', 'no worker while the rename is not committed');
 is($node->safe_psql('postgres',
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'krizaka_outbox worker'"),
 	'0', 'no worker connected meanwhile');
 $bg->query_safe('ROLLBACK');
-wait_status('app|sleeping', 'the rollback brings the worker back');
+wait_status($node, 'app|sleeping', 'the rollback brings the worker back');
 $bg->quit;
 
 # ALTER DATABASE ... SET TABLESPACE
@@ -115,12 +99,12 @@ mkdir $tsdir or die "mkdir $tsdir: $!";
 $node->safe_psql('postgres', "CREATE TABLESPACE ts LOCATION '$tsdir'");
 $took = timed('postgres', 'ALTER DATABASE app SET TABLESPACE ts');
 cmp_ok($took, '<', 4, "ALTER DATABASE SET TABLESPACE took ${took}s");
-wait_status('app|sleeping', 'the worker returns after the move');
+wait_status($node, 'app|sleeping', 'the worker returns after the move');
 
 # CREATE DATABASE ... TEMPLATE app while its worker runs.
 $took = timed('postgres', 'CREATE DATABASE app_copy TEMPLATE app');
 cmp_ok($took, '<', 4, "CREATE DATABASE ... TEMPLATE took ${took}s");
-wait_status('app|sleeping', 'the template database gets its worker back');
+wait_status($node, 'app|sleeping', 'the template database gets its worker back');
 ok(!$node->log_contains(qr/is being accessed by other users/),
 	'no statement waited on the worker');
 

@@ -8,6 +8,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use OutboxTest;
 use Time::HiRes qw(time);
 
 my $node = PostgreSQL::Test::Cluster->new('signals');
@@ -26,13 +29,6 @@ $node->safe_psql('app', 'CREATE EXTENSION krizaka_outbox');
 my $running_query =
   "SELECT count(*) FROM outbox.worker_status() WHERE state = 'sleeping' AND pid IS NOT NULL";
 
-sub worker_pid
-{
-	my ($db) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT pid FROM outbox.worker_status() WHERE datname = '$db'");
-}
-
 sub launcher_pid
 {
 	return $node->safe_psql('postgres',
@@ -42,7 +38,7 @@ sub launcher_pid
 ok($node->poll_query_until('postgres', $running_query, '2'), 'both workers run');
 
 # SIGTERM: gone within a second, then restarted by the launcher.
-my $pid = worker_pid('app');
+my $pid = worker_pid($node, 'app');
 my $start = time;
 kill 'TERM', $pid;
 ok( $node->poll_query_until(
@@ -62,7 +58,7 @@ is( $node->safe_psql(
 	'one worker in the database');
 
 # SIGHUP: the worker reloads and goes on.
-$pid = worker_pid('app');
+$pid = worker_pid($node, 'app');
 kill 'HUP', $pid;
 ok( $node->poll_query_until(
 		'postgres',
@@ -105,7 +101,7 @@ ok( $node->poll_query_until(
 # A launcher that dies: the postmaster restarts it, and the new one takes
 # over the workers without ever running two in a database.
 my $launcher = launcher_pid();
-my %old = (postgres => worker_pid('postgres'), app => worker_pid('app'));
+my %old = (postgres => worker_pid($node, 'postgres'), app => worker_pid($node, 'app'));
 kill 'TERM', $launcher;
 ok( $node->poll_query_until(
 		'postgres',
@@ -126,7 +122,7 @@ is( $node->safe_psql(
 
 # SIGKILL of a worker: the postmaster restarts everything, workers included.
 $launcher = launcher_pid();
-$pid = worker_pid('app');
+$pid = worker_pid($node, 'app');
 my $log_offset = -s $node->logfile;
 kill 'KILL', $pid;
 $node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset);
@@ -136,7 +132,7 @@ ok( $node->poll_query_until(
 		'1'),
 	'the launcher is back after the crash');
 ok($node->poll_query_until('postgres', $running_query, '2'), 'both workers are back');
-isnt(worker_pid('app'), $pid, 'with a new process');
+isnt(worker_pid($node, 'app'), $pid, 'with a new process');
 
 $node->stop;
 done_testing();

@@ -8,21 +8,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use OutboxTest;
 use Time::HiRes qw(time usleep);
-
-# Poll $sql on $node/$db until it returns $expected or $seconds pass.
-sub wait_for
-{
-	my ($node, $db, $sql, $expected, $seconds) = @_;
-	my $until = time() + $seconds;
-	while (time() < $until)
-	{
-		my ($rc, $out) = $node->psql($db, $sql);
-		return 1 if $rc == 0 && $out eq $expected;
-		usleep(50_000);
-	}
-	return 0;
-}
 
 # The remote cluster: role bob logs in with a SCRAM password, trustme
 # without one; database inbox receives the envelopes.
@@ -83,14 +72,6 @@ sub local_sql
 	$sql = "SET ROLE $role;\n$sql" if defined $role;
 	my ($rc, $out, $err) = $node->psql('postgres', $sql);
 	return ($out, $err);
-}
-
-# Quote a string as an SQL literal.
-sub lit
-{
-	my ($s) = @_;
-	$s =~ s/'/''/g;
-	return "'$s'";
 }
 
 # 1. Route checks: nothing stored when a route is refused.

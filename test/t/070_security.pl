@@ -14,6 +14,9 @@ use File::Basename qw(dirname);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use OutboxTest;
 use Time::HiRes qw(time usleep);
 
 # --- helpers -----------------------------------------------------------------
@@ -37,30 +40,6 @@ sub safe_as
 	my ($user, $db, $sql) = @_;
 	my $connstr = $node->connstr($db) . (defined $user ? " user=$user" : '');
 	return $node->safe_psql($db, $sql, connstr => $connstr);
-}
-
-# Poll $sql in $db until it returns $expected or $seconds pass.
-sub wait_for
-{
-	my ($n, $db, $sql, $expected, $seconds) = @_;
-	my $until = time() + $seconds;
-	my $out;
-	while (time() < $until)
-	{
-		$out = $n->safe_psql($db, $sql);
-		return 1 if $out eq $expected;
-		usleep(100_000);
-	}
-	diag("last answer to \"$sql\": $out");
-	return 0;
-}
-
-# Quote a string as an SQL literal.
-sub lit
-{
-	my ($s) = @_;
-	$s =~ s/'/''/g;
-	return "'$s'";
 }
 
 # The grants on the extension's objects, one "object grantee privilege[*]"

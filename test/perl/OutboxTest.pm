@@ -1,0 +1,67 @@
+# OutboxTest: helpers shared by the Perl TAP tests of krizaka_outbox.
+#
+# The tests load it with
+#     use FindBin;
+#     use lib "$FindBin::RealBin/../perl";
+#     use OutboxTest;
+# Every helper takes the node it talks to; none keeps state of its own.
+package OutboxTest;
+
+use strict;
+use warnings;
+use Exporter 'import';
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+our @EXPORT = qw(lit wait_for wait_status worker_pid);
+
+# Quote a string as an SQL literal.
+sub lit
+{
+	my ($s) = @_;
+	$s =~ s/'/''/g;
+	return "'$s'";
+}
+
+# Poll $sql in $db on $node until it returns $expected or $seconds pass;
+# an error counts as a different answer.  Says the last answer when it
+# gives up.
+sub wait_for
+{
+	my ($node, $db, $sql, $expected, $seconds) = @_;
+	my $until = time() + $seconds;
+	my ($rc, $out, $err) = (0, '', '');
+	while (time() < $until)
+	{
+		($rc, $out, $err) = $node->psql($db, $sql);
+		return 1 if $rc == 0 && $out eq $expected;
+		usleep(50_000);
+	}
+	diag("last answer to \"$sql\": " . ($rc == 0 ? $out : "error: $err"));
+	return 0;
+}
+
+# Assert that worker_status() (read in database postgres) comes to show
+# exactly these rows, "datname|state" joined by commas in datname order;
+# returns the seconds it took.
+sub wait_status
+{
+	my ($node, $expected, $what) = @_;
+	my $start = time;
+	ok( $node->poll_query_until(
+			'postgres',
+			"SELECT coalesce(string_agg(datname || '|' || state, ',' ORDER BY datname), '') FROM outbox.worker_status()",
+			$expected),
+		$what);
+	return time - $start;
+}
+
+# The pid of the drain worker of database $db, as worker_status() shows it.
+sub worker_pid
+{
+	my ($node, $db) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM outbox.worker_status() WHERE datname = '$db'");
+}
+
+1;

@@ -30,20 +30,8 @@
 #define OUTBOX_NAME_MAX_CHARS	200		/* topic, type, owner, consumer, channel */
 #define OUTBOX_ERROR_MAX_BYTES	4096	/* last_error, cut on a character boundary */
 
-/* settings (outbox_guc.c) */
-extern int	outbox_batch_size;
-extern int	outbox_lease_seconds;
-extern int	outbox_max_attempts;
-extern int	outbox_backoff_seconds;
-extern int	outbox_backoff_max_seconds;
-extern int	outbox_retention_days;
-
-#define OUTBOX_BATCH_SIZE_MIN		1
-#define OUTBOX_BATCH_SIZE_MAX		500
-#define OUTBOX_LEASE_SECONDS_MIN	10
-#define OUTBOX_LEASE_SECONDS_MAX	3600
-
-extern void OutboxGucInit(void);
+/* settings, and whether the library is preloaded (outbox_guc.c) */
+#include "outbox_guc.h"
 
 /* argument checks (outbox_validate.c) */
 extern text *CheckName(Datum value, bool isnull, const char *what);
@@ -162,11 +150,6 @@ extern void RemoteDisconnectAll(void);
 #define OUTBOX_MAX_HOLDOFFS			32		/* databases kept off at once */
 #define OUTBOX_MAX_PROBES			16		/* pending CREATE EXTENSION notices */
 
-extern bool outbox_preloaded;
-extern char *outbox_worker_databases;
-extern char *outbox_worker_role;
-extern int	outbox_worker_naptime_ms;
-
 /* What a drain worker slot is doing, as worker_status() shows it */
 typedef enum OutboxWorkerState
 {
@@ -233,7 +216,7 @@ typedef struct OutboxShared
 
 extern OutboxShared *OutboxShmem;
 
-extern void OutboxWorkerInit(void);
+extern void OutboxLauncherRegister(void);
 extern PGDLLEXPORT void OutboxLauncherMain(Datum main_arg);
 extern PGDLLEXPORT void OutboxWorkerMain(Datum main_arg);
 

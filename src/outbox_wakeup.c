@@ -90,15 +90,12 @@ static bool obx_names_extension(List *objects);
 static bool obx_topic_routed(text *topic);
 
 /*
- * Install the per-backend callbacks; called once from _PG_init.  One
- * transaction callback serves the whole life of the backend.
+ * Install the per-backend callbacks; called once from _PG_init, only when
+ * preloaded.  One transaction callback serves the whole life of the backend.
  */
 void
 OutboxWakeupInit(void)
 {
-	if (!outbox_preloaded)
-		return;
-
 	RegisterXactCallback(obx_xact_callback, NULL);
 
 	prev_ProcessUtility = ProcessUtility_hook;

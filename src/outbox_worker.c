@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_worker.c
- *		The launcher and the per-database drain workers, their settings and
+ *		The launcher and the per-database drain workers, and
  *		outbox.worker_status().
  *
  * With the library in shared_preload_libraries, the postmaster starts one
@@ -103,14 +103,6 @@ typedef struct LauncherDb
 	TimestampTz start_after;	/* no (re)start before this */
 } LauncherDb;
 
-/* settings */
-bool		outbox_preloaded = false;
-char	   *outbox_worker_databases = NULL;
-char	   *outbox_worker_role = NULL;
-int			outbox_worker_naptime_ms = 5000;
-
-static bool obx_defining_settings = false;
-
 /* launcher state */
 static HTAB *obx_dbs = NULL;
 static MemoryContext obx_launcher_cxt = NULL;
@@ -127,11 +119,6 @@ static int	obx_error_code = 0;
 
 PG_FUNCTION_INFO_V1(outbox_worker_status);
 
-static bool obx_check_preloaded(const char *name, GucSource source);
-static bool obx_check_databases(char **newval, void **extra, GucSource source);
-static bool obx_check_role(char **newval, void **extra, GucSource source);
-static bool obx_check_naptime(int *newval, void **extra, GucSource source);
-static void obx_register_launcher(void);
 static void obx_error_not_preloaded(void);
 
 static void obx_launcher_attach(void);
@@ -166,159 +153,9 @@ static int	obx_compare_slots(const void *a, const void *b);
 
 
 /* ---------------------------------------------------------------------
- * Settings
+ * Registration
  * ---------------------------------------------------------------------
  */
-
-/*
- * Define the worker settings on every load, and when preloaded install the
- * shared state and register the launcher.
- */
-void
-OutboxWorkerInit(void)
-{
-	GucContext	context;
-
-	outbox_preloaded = process_shared_preload_libraries_in_progress;
-
-	/*
-	 * Preloaded, the settings follow the configuration file (PGC_SIGHUP).
-	 * Otherwise they have no effect at all; they are then superuser-settable
-	 * only so that an attempt to set them reaches the check hook, which
-	 * explains what is missing, instead of a generic "cannot be changed now".
-	 */
-	context = outbox_preloaded ? PGC_SIGHUP : PGC_SUSET;
-
-	/* values met while defining come from postgresql.conf: see the hook */
-	obx_defining_settings = true;
-
-	DefineCustomStringVariable("outbox.worker_databases",
-							   "Databases where the background worker delivers messages.",
-							   "A comma-separated list of database names, or * for every database where the extension is installed; empty: no worker.",
-							   &outbox_worker_databases,
-							   "",
-							   context, GUC_LIST_INPUT,
-							   obx_check_databases, NULL, NULL);
-
-	DefineCustomStringVariable("outbox.worker_role",
-							   "Role the background workers connect as.",
-							   "Empty: the bootstrap superuser.",
-							   &outbox_worker_role,
-							   "",
-							   context, 0,
-							   obx_check_role, NULL, NULL);
-
-	/*
-	 * No GUC_UNIT_MS: SHOW would print "5s" where the documentation gives
-	 * the plain number of milliseconds.
-	 */
-	DefineCustomIntVariable("outbox.worker_naptime_ms",
-							"Longest sleep of a background worker between two rounds, in milliseconds.",
-							"A commit that appends messages wakes the worker earlier.",
-							&outbox_worker_naptime_ms,
-							5000, 10, 3600000,
-							context, 0,
-							obx_check_naptime, NULL, NULL);
-
-	obx_defining_settings = false;
-
-	if (!outbox_preloaded)
-		return;
-
-	OutboxShmemInit();
-
-	/* pg_upgrade's server must not deliver anything */
-	if (!IsBinaryUpgrade)
-		obx_register_launcher();
-}
-
-/*
- * Common check of the worker settings: they can only be set when the
- * library is preloaded.  A value from postgresql.conf that a session meets
- * while loading the library is let through quietly, so that a cluster whose
- * configuration names them but does not preload the library keeps working;
- * a later reload of the file rejects it only at DEBUG level.  ALTER SYSTEM
- * validates with the same source as the file, but never while the library
- * is being defined, so it gets the error.
- */
-static bool
-obx_check_preloaded(const char *name, GucSource source)
-{
-	if (outbox_preloaded || source == PGC_S_DEFAULT)
-		return true;
-	if (obx_defining_settings && source == PGC_S_FILE)
-		return true;
-
-	GUC_check_errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
-	GUC_check_errmsg("parameter \"%s\" cannot be set because krizaka_outbox is not preloaded",
-					 name);
-	GUC_check_errhint("Add %s to %s and restart the server.",
-					  OUTBOX_EXTENSION_NAME, "shared_preload_libraries");
-	return false;
-}
-
-/* outbox.worker_databases: '', '*', or a list of database names. */
-static bool
-obx_check_databases(char **newval, void **extra, GucSource source)
-{
-	char	   *raw;
-	List	   *names;
-	ListCell   *lc;
-	bool		ok = true;
-
-	if (!obx_check_preloaded("outbox.worker_databases", source))
-		return false;
-
-	raw = pstrdup(*newval);
-	if (!SplitGUCList(raw, ',', &names))
-	{
-		GUC_check_errdetail("List syntax is invalid.");
-		pfree(raw);
-		return false;
-	}
-	foreach(lc, names)
-	{
-		char	   *name = (char *) lfirst(lc);
-
-		if (strlen(name) >= NAMEDATALEN)
-		{
-			GUC_check_errdetail("Database name \"%s\" is too long.", name);
-			ok = false;
-			break;
-		}
-		if (strcmp(name, "*") == 0 && list_length(names) > 1)
-		{
-			GUC_check_errdetail("\"*\" cannot be combined with database names.");
-			ok = false;
-			break;
-		}
-	}
-	list_free(names);
-	pfree(raw);
-	return ok;
-}
-
-/* outbox.worker_role: a role name; whether it exists is the launcher's check. */
-static bool
-obx_check_role(char **newval, void **extra, GucSource source)
-{
-	if (!obx_check_preloaded("outbox.worker_role", source))
-		return false;
-
-	if (strlen(*newval) >= NAMEDATALEN)
-	{
-		GUC_check_errdetail("Role name is too long.");
-		return false;
-	}
-	return true;
-}
-
-/* outbox.worker_naptime_ms: range checked by the GUC machinery. */
-static bool
-obx_check_naptime(int *newval, void **extra, GucSource source)
-{
-	return obx_check_preloaded("outbox.worker_naptime_ms", source);
-}
 
 /* The error of a worker feature used without preloading. */
 static void
@@ -332,9 +169,9 @@ obx_error_not_preloaded(void)
 					 OUTBOX_EXTENSION_NAME, "shared_preload_libraries")));
 }
 
-/* Register the launcher with the postmaster. */
-static void
-obx_register_launcher(void)
+/* Register the launcher with the postmaster; called from _PG_init. */
+void
+OutboxLauncherRegister(void)
 {
 	BackgroundWorker bgw;
 

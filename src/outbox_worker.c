@@ -8,9 +8,9 @@
  * launcher.  It is connected to no database, so it reads only shared
  * catalogs: pg_database to find the databases that outbox.worker_databases
  * names (or all of them for '*'), pg_authid to resolve outbox.worker_role.
- * For each target database it registers one dynamic drain worker, and it
+ * For each database it serves it registers one dynamic drain worker, and it
  * watches them: a worker that failed is restarted after a pause, one whose
- * database is no longer targeted (or whose role changed) is stopped.
+ * database it no longer serves (or whose role changed) is stopped.
  *
  * A drain worker connects to its database and loops: check in a short
  * transaction that the extension exists, run DrainDatabaseRound(), sleep on
@@ -21,9 +21,11 @@
  * commits there, and once a minute in case that notice was missed.
  *
  * Glossary:
- *	target		a database that should have a drain worker: named in
+ *	wanted		a database the launcher serves: named in
  *				outbox.worker_databases (or any, for '*'), not a template,
  *				accepting connections
+ *	pass		one iteration of the launcher's loop: reap exited workers,
+ *				scan pg_database, start or stop workers to match
  *	slot		the worker's entry in shared memory (outbox_shmem.c)
  *	round		one call of DrainDatabaseRound(): every routed topic once
  *	naptime		the longest sleep between two rounds
@@ -87,12 +89,12 @@ typedef struct OutboxWorkerArgs
 	uint32		generation;
 } OutboxWorkerArgs;
 
-/* The launcher's own view of a target database */
+/* The launcher's own view of a database it serves */
 typedef struct LauncherDb
 {
 	Oid			dboid;			/* hash key */
 	NameData	datname;
-	bool		target;			/* found by the latest scan */
+	bool		wanted;			/* found by the latest scan */
 	int			slotno;			/* shared slot, or -1 */
 	BackgroundWorkerHandle *handle; /* registered worker, or NULL */
 	Oid			roleid;			/* role the worker was started as */
@@ -123,7 +125,7 @@ static void obx_error_not_preloaded(void);
 
 static void obx_launcher_attach(void);
 static void obx_launcher_detach(int code, Datum arg);
-static long obx_launcher_round(void);
+static long obx_launcher_pass(void);
 static void obx_settings_changed(void);
 static bool obx_log_once(const char *key);
 static void obx_log_again(const char *key);
@@ -196,7 +198,7 @@ OutboxLauncherRegister(void)
 void
 OutboxLauncherMain(Datum main_arg)
 {
-	MemoryContext round_cxt;
+	MemoryContext pass_cxt;
 	HASHCTL		ctl;
 	long		timeout = 0;
 
@@ -213,9 +215,9 @@ OutboxLauncherMain(Datum main_arg)
 	obx_launcher_cxt = AllocSetContextCreate(TopMemoryContext,
 											 "krizaka_outbox launcher",
 											 ALLOCSET_DEFAULT_SIZES);
-	round_cxt = AllocSetContextCreate(obx_launcher_cxt,
-									  "krizaka_outbox launcher round",
-									  ALLOCSET_DEFAULT_SIZES);
+	pass_cxt = AllocSetContextCreate(obx_launcher_cxt,
+									 "krizaka_outbox launcher pass",
+									 ALLOCSET_DEFAULT_SIZES);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(Oid);
 	ctl.entrysize = sizeof(LauncherDb);
@@ -243,9 +245,9 @@ OutboxLauncherMain(Datum main_arg)
 			obx_settings_changed();
 		}
 
-		MemoryContextReset(round_cxt);
-		old = MemoryContextSwitchTo(round_cxt);
-		timeout = obx_launcher_round();
+		MemoryContextReset(pass_cxt);
+		old = MemoryContextSwitchTo(pass_cxt);
+		timeout = obx_launcher_pass();
 		MemoryContextSwitchTo(old);
 		pgstat_report_activity(STATE_IDLE, NULL);
 	}
@@ -370,11 +372,12 @@ obx_log_again(const char *key)
 }
 
 /*
- * One pass of the launcher: account for exited workers, find the targets,
- * then start or stop workers to match.  Returns how long to sleep, in ms.
+ * One pass of the launcher: account for exited workers, find the databases
+ * it serves, then start or stop workers to match.  Returns how long to
+ * sleep, in ms.
  */
 static long
-obx_launcher_round(void)
+obx_launcher_pass(void)
 {
 	HASH_SEQ_STATUS seq;
 	LauncherDb *db;
@@ -395,7 +398,7 @@ obx_launcher_round(void)
 		if (db->handle != NULL)
 		{
 			/* running: stop it when no longer wanted, or to change its role */
-			if (!db->stopping && (!db->target || db->roleid != roleid))
+			if (!db->stopping && (!db->wanted || db->roleid != roleid))
 			{
 				TerminateBackgroundWorker(db->handle);
 				db->stopping = true;
@@ -403,7 +406,7 @@ obx_launcher_round(void)
 			continue;
 		}
 
-		if (!db->target)
+		if (!db->wanted)
 		{
 			obx_release_slot(db);
 			(void) hash_search(obx_dbs, &db->dboid, HASH_REMOVE, NULL);
@@ -442,9 +445,10 @@ obx_launcher_round(void)
 }
 
 /*
- * Read pg_database and mark the target databases, and resolve the role the
- * workers connect as.  Sets *role_problem (and *roleid invalid) when that
- * role cannot be used.  Returns whether every database is a target ('*').
+ * Read pg_database and mark the databases the launcher serves, and resolve
+ * the role the workers connect as.  Sets *role_problem (and *roleid
+ * invalid) when that role cannot be used.  Returns whether every database
+ * is served ('*').
  */
 static bool
 obx_scan_databases(Oid *roleid, char **role_problem)
@@ -469,7 +473,7 @@ obx_scan_databases(Oid *roleid, char **role_problem)
 
 	hash_seq_init(&seq, obx_dbs);
 	while ((db = (LauncherDb *) hash_seq_search(&seq)) != NULL)
-		db->target = false;
+		db->wanted = false;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -520,7 +524,7 @@ obx_scan_databases(Oid *roleid, char **role_problem)
 			db->start_after = 0;
 		}
 		db->datname = form->datname;
-		db->target = true;
+		db->wanted = true;
 	}
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
@@ -576,7 +580,8 @@ obx_resolve_role(MemoryContext cxt, Oid *roleid, char **role_problem)
 {
 	HeapTuple	tup;
 	MemoryContext old;
-	char	   *problem = NULL;
+	const char *format = NULL;	/* of the problem: role name, setting */
+	int			sqlerrcode = 0;
 
 	*roleid = InvalidOid;
 	*role_problem = NULL;
@@ -587,17 +592,10 @@ obx_resolve_role(MemoryContext cxt, Oid *roleid, char **role_problem)
 	}
 
 	tup = SearchSysCache1(AUTHNAME, CStringGetDatum(outbox_worker_role));
-	old = MemoryContextSwitchTo(cxt);
 	if (!HeapTupleIsValid(tup))
 	{
-		problem = psprintf("role \"%s\" named in %s does not exist",
-						   outbox_worker_role, "outbox.worker_role");
-		if (obx_log_once(problem))
-			ereport(WARNING,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("role \"%s\" named in %s does not exist",
-							outbox_worker_role, "outbox.worker_role"),
-					 errdetail("No krizaka_outbox worker runs until the setting is corrected.")));
+		sqlerrcode = ERRCODE_UNDEFINED_OBJECT;
+		format = gettext_noop("role \"%s\" named in %s does not exist");
 	}
 	else
 	{
@@ -607,19 +605,22 @@ obx_resolve_role(MemoryContext cxt, Oid *roleid, char **role_problem)
 			*roleid = form->oid;
 		else
 		{
-			problem = psprintf("role \"%s\" named in %s is not permitted to log in",
-							   outbox_worker_role, "outbox.worker_role");
-			if (obx_log_once(problem))
-				ereport(WARNING,
-						(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
-						 errmsg("role \"%s\" named in %s is not permitted to log in",
-								outbox_worker_role, "outbox.worker_role"),
-						 errdetail("No krizaka_outbox worker runs until the setting is corrected.")));
+			sqlerrcode = ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
+			format = gettext_noop("role \"%s\" named in %s is not permitted to log in");
 		}
 		ReleaseSysCache(tup);
 	}
+	if (format == NULL)
+		return;
+
+	old = MemoryContextSwitchTo(cxt);
+	*role_problem = psprintf(format, outbox_worker_role, "outbox.worker_role");
+	if (obx_log_once(*role_problem))
+		ereport(WARNING,
+				(errcode(sqlerrcode),
+				 errmsg(format, outbox_worker_role, "outbox.worker_role"),
+				 errdetail("No krizaka_outbox worker runs until the setting is corrected.")));
 	MemoryContextSwitchTo(old);
-	*role_problem = problem;
 }
 
 /*
@@ -787,7 +788,7 @@ obx_start_worker(LauncherDb *db, Oid roleid, TimestampTz now)
 	args.generation = obx_generation;
 	memcpy(bgw.bgw_extra, &args, sizeof(args));
 
-	/* the handle must outlive this round */
+	/* the handle must outlive this pass */
 	old = MemoryContextSwitchTo(obx_launcher_cxt);
 	registered = RegisterDynamicBackgroundWorker(&bgw, &db->handle);
 	MemoryContextSwitchTo(old);

@@ -17,6 +17,8 @@
 #include "utils/guc.h"
 
 #include "outbox.h"
+#include "outbox_shmem.h"
+#include "outbox_worker.h"
 
 PG_MODULE_MAGIC;
 

@@ -20,6 +20,9 @@
  * connection lingers there; the launcher looks again when CREATE EXTENSION
  * commits there, and once a minute in case that notice was missed.
  *
+ * Both keep their shared state in slots of outbox_shmem.c, through its
+ * functions only.
+ *
  * Glossary:
  *	wanted		a database the launcher serves: named in
  *				outbox.worker_databases (or any, for '*'), not a template,
@@ -52,8 +55,6 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "storage/lwlock.h"
-#include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -66,17 +67,20 @@
 
 #include "outbox.h"
 #include "outbox_compat.h"
+#include "outbox_shmem.h"
+#include "outbox_worker.h"
 
 #define OBX_LAUNCHER_TYPE		"krizaka_outbox launcher"
-#define OBX_WORKER_TYPE			"krizaka_outbox worker"
 
 #define OBX_LAUNCHER_RESTART_S	5		/* postmaster restarts a failed launcher */
 #define OBX_LAUNCHER_NAPTIME_MS 10000	/* longest launcher sleep: pg_database rescan */
 #define OBX_ORPHAN_WAIT_MS		5000	/* a new launcher waits this long for old workers */
+#define OBX_ORPHAN_POLL_MS		10
 #define OBX_RESTART_MS			1000	/* restart after a worker was terminated */
 #define OBX_ERROR_RESTART_MS	5000	/* restart after a worker failed */
 #define OBX_START_RETRY_MS		1000	/* retry when no worker could be registered */
 #define OBX_PROBE_INTERVAL_MS	60000	/* look again for a missing extension */
+#define OBX_WORKER_TYPE			"krizaka_outbox worker"
 #define OBX_MIN_SLEEP_MS		50		/* something due but nothing done */
 
 #define OBX_STATUS_COLUMNS		8
@@ -113,7 +117,6 @@ static List *obx_logged = NIL;	/* messages logged once per configuration */
 static bool obx_logged_no_bgworker = false;
 
 /* drain worker state */
-static OutboxWorkerSlot *obx_my_slot = NULL;
 static OutboxWorkerExit obx_my_exit = OBX_EXIT_NONE;
 static emit_log_hook_type prev_emit_log_hook = NULL;
 static char obx_error_message[OUTBOX_WORKER_ERROR_BYTES];	/* last ERROR/FATAL */
@@ -121,7 +124,8 @@ static int	obx_error_code = 0;
 
 PG_FUNCTION_INFO_V1(outbox_worker_status);
 
-static void obx_error_not_preloaded(void);
+static const char *obx_state_name(OutboxWorkerState state);
+static int	obx_compare_infos(const void *a, const void *b);
 
 static void obx_launcher_attach(void);
 static void obx_launcher_detach(int code, Datum arg);
@@ -135,41 +139,20 @@ static void obx_resolve_role(MemoryContext cxt, Oid *roleid,
 static void obx_take_probe_requests(void);
 static void obx_reap_workers(void);
 static void obx_start_worker(LauncherDb *db, Oid roleid, TimestampTz now);
-static int	obx_claim_slot(LauncherDb *db);
 static void obx_keep_slot(LauncherDb *db);
 static void obx_release_slot(LauncherDb *db);
 static void obx_show_problem(LauncherDb *db, const char *problem, bool star);
 
-static bool obx_worker_attach(int slotno, const OutboxWorkerArgs *args,
-							  bool *held_off);
 static void obx_worker_detach(int code, Datum arg);
 static void obx_worker_loop(void) pg_attribute_noreturn();
 static bool obx_extension_installed(void);
-static void obx_worker_set_running(void);
-static void obx_worker_round_done(bool ran, int64 delivered, int64 failed);
 static long obx_worker_sleep_ms(bool ran, TimestampTz next_wake, int64 done);
 static void obx_worker_log_hook(ErrorData *edata);
 
-static const char *obx_state_name(OutboxWorkerState state);
-static int	obx_compare_slots(const void *a, const void *b);
-
-
 /* ---------------------------------------------------------------------
- * Registration
+ * Registration and waiting
  * ---------------------------------------------------------------------
  */
-
-/* The error of a worker feature used without preloading. */
-static void
-obx_error_not_preloaded(void)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("krizaka_outbox is not preloaded"),
-			 errdetail("The background worker runs only when the library is loaded at server start."),
-			 errhint("Add %s to %s and restart the server.",
-					 OUTBOX_EXTENSION_NAME, "shared_preload_libraries")));
-}
 
 /* Register the launcher with the postmaster; called from _PG_init. */
 void
@@ -186,6 +169,43 @@ OutboxLauncherRegister(void)
 	strlcpy(bgw.bgw_name, OBX_LAUNCHER_TYPE, BGW_MAXLEN);
 	strlcpy(bgw.bgw_type, OBX_LAUNCHER_TYPE, BGW_MAXLEN);
 	RegisterBackgroundWorker(&bgw);
+}
+
+/*
+ * Wait on this process's latch for at most timeout_ms, then take any
+ * interrupt.  The launcher and the drain workers never sleep otherwise, nor
+ * does a backend waiting for a worker to exit.
+ */
+void
+WorkerWait(long timeout_ms)
+{
+	(void) WaitLatch(MyLatch,
+					 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 timeout_ms, PG_WAIT_EXTENSION);
+
+	/*
+	 * Reset before the work that follows: a commit that wakes us during it
+	 * sets the latch again, and the next wait returns at once.
+	 */
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * The head of the launcher's and the drain workers' loops: wait, then
+ * reload the configuration file if SIGHUP asked for it.  Returns whether it
+ * was reloaded.
+ */
+bool
+WorkerWaitForWork(long timeout_ms)
+{
+	WorkerWait(timeout_ms);
+
+	if (!ConfigReloadPending)
+		return false;
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
+	return true;
 }
 
 
@@ -232,18 +252,8 @@ OutboxLauncherMain(Datum main_arg)
 	{
 		MemoryContext old;
 
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
+		if (WorkerWaitForWork(timeout))
 			obx_settings_changed();
-		}
 
 		MemoryContextReset(pass_cxt);
 		old = MemoryContextSwitchTo(pass_cxt);
@@ -262,7 +272,6 @@ static void
 obx_launcher_attach(void)
 {
 	TimestampTz deadline;
-	int			i;
 
 	/*
 	 * NB: before_shmem_exit, not on_shmem_exit: the published latch belongs
@@ -271,62 +280,20 @@ obx_launcher_attach(void)
 	 */
 	before_shmem_exit(obx_launcher_detach, (Datum) 0);
 
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	OutboxShmem->launcher_pid = MyProcPid;
-	OutboxShmem->launcher_latch = MyLatch;
-	obx_generation = ++OutboxShmem->launcher_generation;
-	for (i = 0; i < OutboxShmem->nslots; i++)
-	{
-		OutboxWorkerSlot *slot = &OutboxShmem->slots[i];
-
-		if (slot->pid != 0)
-			(void) kill(slot->pid, SIGTERM);
-		else
-			memset(slot, 0, sizeof(OutboxWorkerSlot));
-	}
-	LWLockRelease(OutboxShmem->lock);
+	obx_generation = ShmemLauncherAttach();
 
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   OBX_ORPHAN_WAIT_MS);
-	for (;;)
-	{
-		bool		left = false;
-
-		LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-		for (i = 0; i < OutboxShmem->nslots; i++)
-		{
-			OutboxWorkerSlot *slot = &OutboxShmem->slots[i];
-
-			if (slot->pid == 0)
-				memset(slot, 0, sizeof(OutboxWorkerSlot));
-			else
-				left = true;
-		}
-		LWLockRelease(OutboxShmem->lock);
-
-		if (!left || GetCurrentTimestamp() >= deadline)
-			break;
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
+	while (ShmemClearExitedSlots() && GetCurrentTimestamp() < deadline)
+		WorkerWait(OBX_ORPHAN_POLL_MS);
 }
 
 /* Withdraw the launcher's latch at exit. */
 static void
 obx_launcher_detach(int code, Datum arg)
 {
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (OutboxShmem->launcher_pid == MyProcPid)
-	{
-		OutboxShmem->launcher_pid = 0;
-		OutboxShmem->launcher_latch = NULL;
-	}
-	LWLockRelease(OutboxShmem->lock);
+	ShmemLauncherDetach();
 }
-
 /* After a reload: messages logged once may be logged again. */
 static void
 obx_settings_changed(void)
@@ -370,6 +337,7 @@ obx_log_again(const char *key)
 		}
 	}
 }
+
 
 /*
  * One pass of the launcher: account for exited workers, find the databases
@@ -556,14 +524,12 @@ obx_scan_databases(Oid *roleid, char **role_problem)
 	}
 
 	/* keep slot names current after ALTER DATABASE ... RENAME */
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
 	hash_seq_init(&seq, obx_dbs);
 	while ((db = (LauncherDb *) hash_seq_search(&seq)) != NULL)
 	{
 		if (db->slotno >= 0)
-			OutboxShmem->slots[db->slotno].datname = db->datname;
+			ShmemSetSlotName(db->slotno, &db->datname);
 	}
-	LWLockRelease(OutboxShmem->lock);
 
 	return star;
 }
@@ -637,13 +603,7 @@ obx_take_probe_requests(void)
 	HASH_SEQ_STATUS seq;
 	LauncherDb *db;
 
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	nprobes = OutboxShmem->nprobes;
-	memcpy(probes, OutboxShmem->probes, nprobes * sizeof(Oid));
-	probe_all = OutboxShmem->probe_all;
-	OutboxShmem->nprobes = 0;
-	OutboxShmem->probe_all = false;
-	LWLockRelease(OutboxShmem->lock);
+	nprobes = ShmemTakeProbes(probes, &probe_all);
 
 	hash_seq_init(&seq, obx_dbs);
 	while ((db = (LauncherDb *) hash_seq_search(&seq)) != NULL)
@@ -678,7 +638,6 @@ obx_reap_workers(void)
 	hash_seq_init(&seq, obx_dbs);
 	while ((db = (LauncherDb *) hash_seq_search(&seq)) != NULL)
 	{
-		OutboxWorkerSlot *slot;
 		OutboxWorkerExit reason;
 		BgwHandleStatus status;
 		TimestampTz now;
@@ -696,16 +655,7 @@ obx_reap_workers(void)
 		pfree(db->handle);
 		db->handle = NULL;
 
-		LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-		slot = &OutboxShmem->slots[db->slotno];
-		reason = slot->exit_reason;
-		if (slot->state == OBX_WORKER_STARTING)
-		{
-			/* it never got as far as its loop */
-			slot->state = OBX_WORKER_STOPPED;
-			reason = OBX_EXIT_ERROR;
-		}
-		LWLockRelease(OutboxShmem->lock);
+		reason = ShmemReapSlot(db->slotno);
 
 		now = GetCurrentTimestamp();
 		db->no_extension = (reason == OBX_EXIT_NO_EXTENSION);
@@ -735,23 +685,19 @@ obx_reap_workers(void)
 static void
 obx_start_worker(LauncherDb *db, Oid roleid, TimestampTz now)
 {
-	BackgroundWorker bgw;
-	OutboxWorkerArgs args;
 	MemoryContext old;
+	Oid			connect_as;
 	int			slotno;
+	bool		held_off;
 	bool		registered;
 
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (ShmemDatabaseHeldOff(db->dboid))
-	{
-		/* the holdoff's end wakes the launcher */
-		LWLockRelease(OutboxShmem->lock);
-		return;
-	}
-	slotno = obx_claim_slot(db);
+	slotno = ShmemPrepareStart(db->slotno, db->dboid, &db->datname,
+							   obx_generation, db->showing_problem,
+							   &held_off);
+	if (held_off)
+		return;					/* the holdoff's end wakes the launcher */
 	if (slotno < 0)
 	{
-		LWLockRelease(OutboxShmem->lock);
 		db->start_after = TimestampTzPlusMilliseconds(now, OBX_START_RETRY_MS);
 		if (!obx_logged_no_bgworker)
 			ereport(LOG,
@@ -762,43 +708,24 @@ obx_start_worker(LauncherDb *db, Oid roleid, TimestampTz now)
 		obx_logged_no_bgworker = true;
 		return;
 	}
-	OutboxShmem->slots[slotno].state = OBX_WORKER_STARTING;
-	OutboxShmem->slots[slotno].exit_reason = OBX_EXIT_NONE;
-	OutboxShmem->slots[slotno].generation = obx_generation;
-	if (db->showing_problem)
-		OutboxShmem->slots[slotno].last_error[0] = '\0';
+	db->slotno = slotno;
 	db->showing_problem = false;
-	LWLockRelease(OutboxShmem->lock);
 
-	memset(&bgw, 0, sizeof(bgw));
-	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	bgw.bgw_restart_time = BGW_NEVER_RESTART;	/* the launcher decides */
-	strlcpy(bgw.bgw_library_name, OUTBOX_EXTENSION_NAME, BGW_MAXLEN);
-	strlcpy(bgw.bgw_function_name, "OutboxWorkerMain", BGW_MAXLEN);
-	snprintf(bgw.bgw_name, BGW_MAXLEN, "%s for database %s",
-			 OBX_WORKER_TYPE, NameStr(db->datname));
-	strlcpy(bgw.bgw_type, OBX_WORKER_TYPE, BGW_MAXLEN);
-	bgw.bgw_main_arg = Int32GetDatum(slotno);
-	bgw.bgw_notify_pid = MyProcPid;
-
-	args.dboid = db->dboid;
-	args.roleid = (roleid == BOOTSTRAP_SUPERUSERID &&
-				   outbox_worker_role[0] == '\0') ? InvalidOid : roleid;
-	args.generation = obx_generation;
-	memcpy(bgw.bgw_extra, &args, sizeof(args));
+	/* InvalidOid: the bootstrap superuser, whatever its name */
+	connect_as = (roleid == BOOTSTRAP_SUPERUSERID &&
+				  outbox_worker_role[0] == '\0') ? InvalidOid : roleid;
 
 	/* the handle must outlive this pass */
 	old = MemoryContextSwitchTo(obx_launcher_cxt);
-	registered = RegisterDynamicBackgroundWorker(&bgw, &db->handle);
+	registered = WorkerStart(slotno, db->dboid, NameStr(db->datname),
+							 connect_as, obx_generation, &db->handle);
 	MemoryContextSwitchTo(old);
 
 	if (!registered)
 	{
 		db->handle = NULL;
-		LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-		OutboxShmem->slots[slotno].state = OBX_WORKER_STOPPED;
-		LWLockRelease(OutboxShmem->lock);
+		(void) ShmemSetSlotState(slotno, db->dboid, &db->datname,
+								 OBX_WORKER_STOPPED, NULL);
 		db->start_after = TimestampTzPlusMilliseconds(now, OBX_START_RETRY_MS);
 		if (!obx_logged_no_bgworker)
 			ereport(LOG,
@@ -817,35 +744,6 @@ obx_start_worker(LauncherDb *db, Oid roleid, TimestampTz now)
 }
 
 /*
- * The database's slot, taking a free one if it has none; -1 when all are
- * taken.  The caller holds the lock exclusively.
- */
-static int
-obx_claim_slot(LauncherDb *db)
-{
-	int			i;
-
-	if (db->slotno >= 0)
-		return db->slotno;
-
-	for (i = 0; i < OutboxShmem->nslots; i++)
-	{
-		OutboxWorkerSlot *slot = &OutboxShmem->slots[i];
-
-		if (slot->dboid == InvalidOid)
-		{
-			memset(slot, 0, sizeof(OutboxWorkerSlot));
-			slot->dboid = db->dboid;
-			slot->datname = db->datname;
-			slot->state = OBX_WORKER_STOPPED;
-			db->slotno = i;
-			return i;
-		}
-	}
-	return -1;
-}
-
-/*
  * Give a listed database a slot even while no worker runs, so that
  * worker_status() shows it.
  */
@@ -855,10 +753,10 @@ obx_keep_slot(LauncherDb *db)
 	if (db->slotno >= 0)
 		return;
 
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (obx_claim_slot(db) >= 0 && db->no_extension)
-		OutboxShmem->slots[db->slotno].state = OBX_WORKER_NO_EXTENSION;
-	LWLockRelease(OutboxShmem->lock);
+	db->slotno = ShmemSetSlotState(-1, db->dboid, &db->datname,
+								   db->no_extension ?
+								   OBX_WORKER_NO_EXTENSION : OBX_WORKER_STOPPED,
+								   NULL);
 }
 
 /* Give a database's slot back (its worker has exited). */
@@ -868,9 +766,7 @@ obx_release_slot(LauncherDb *db)
 	if (db->slotno < 0)
 		return;
 
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	memset(&OutboxShmem->slots[db->slotno], 0, sizeof(OutboxWorkerSlot));
-	LWLockRelease(OutboxShmem->lock);
+	ShmemFreeSlot(db->slotno);
 	db->slotno = -1;
 }
 
@@ -882,21 +778,16 @@ obx_release_slot(LauncherDb *db)
 static void
 obx_show_problem(LauncherDb *db, const char *problem, bool star)
 {
-	OutboxWorkerSlot *slot;
+	int			slotno;
 
 	if (star && db->slotno < 0)
 		return;
 
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (obx_claim_slot(db) < 0)
-	{
-		LWLockRelease(OutboxShmem->lock);
+	slotno = ShmemSetSlotState(db->slotno, db->dboid, &db->datname,
+							   OBX_WORKER_STOPPED, problem);
+	if (slotno < 0)
 		return;
-	}
-	slot = &OutboxShmem->slots[db->slotno];
-	slot->state = OBX_WORKER_STOPPED;
-	strlcpy(slot->last_error, problem, sizeof(slot->last_error));
-	LWLockRelease(OutboxShmem->lock);
+	db->slotno = slotno;
 	db->showing_problem = true;
 }
 
@@ -905,6 +796,39 @@ obx_show_problem(LauncherDb *db, const char *problem, bool star)
  * Drain worker
  * ---------------------------------------------------------------------
  */
+
+/*
+ * Register the drain worker of a database, for the launcher: it is to take
+ * slot slotno of this launcher generation and connect as roleid.  Returns
+ * whether the postmaster had room for it; *handle is allocated in the
+ * current memory context.
+ */
+bool
+WorkerStart(int slotno, Oid dboid, const char *datname, Oid roleid,
+			uint32 generation, BackgroundWorkerHandle **handle)
+{
+	BackgroundWorker bgw;
+	OutboxWorkerArgs args;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;	/* the launcher decides */
+	strlcpy(bgw.bgw_library_name, OUTBOX_EXTENSION_NAME, BGW_MAXLEN);
+	strlcpy(bgw.bgw_function_name, "OutboxWorkerMain", BGW_MAXLEN);
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "%s for database %s",
+			 OBX_WORKER_TYPE, datname);
+	strlcpy(bgw.bgw_type, OBX_WORKER_TYPE, BGW_MAXLEN);
+	bgw.bgw_main_arg = Int32GetDatum(slotno);
+	bgw.bgw_notify_pid = MyProcPid;
+
+	args.dboid = dboid;
+	args.roleid = roleid;
+	args.generation = generation;
+	memcpy(bgw.bgw_extra, &args, sizeof(args));
+
+	return RegisterDynamicBackgroundWorker(&bgw, handle);
+}
 
 /* Entry point of a drain worker. */
 void
@@ -920,7 +844,20 @@ OutboxWorkerMain(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	if (!obx_worker_attach(DatumGetInt32(main_arg), &args, &held_off))
+	/*
+	 * Publish our pid and latch in the slot the launcher gave us.
+	 *
+	 * NB: the exit callback is a before_shmem_exit one, not on_shmem_exit:
+	 * the published latch belongs to our PGPROC, which ProcKill (an
+	 * on_shmem_exit callback) hands back, and it must be withdrawn while it
+	 * is still ours.  It also runs after the transaction abort of
+	 * ShutdownPostgres (registered later, run earlier), and before the
+	 * postmaster tells the launcher we are gone, so the launcher always
+	 * finds the exit reason in the slot.
+	 */
+	before_shmem_exit(obx_worker_detach, (Datum) 0);
+	if (!ShmemWorkerAttach(DatumGetInt32(main_arg), args.dboid,
+						   args.generation, &held_off))
 		proc_exit(0);			/* registered by an earlier launcher */
 
 	/*
@@ -953,105 +890,30 @@ OutboxWorkerMain(Datum main_arg)
 }
 
 /*
- * Publish our pid and latch in the slot the launcher gave us.  Returns
- * false when the slot is no longer ours (a new launcher has taken over).
- * Sets *held_off when the database must be left alone.
+ * Exit callback: withdraw our pid and latch, and leave the exit reason for
+ * the launcher.  A failing exit whose last error is not the termination
+ * request (SIGTERM's FATAL) was caused by that error.
  */
-static bool
-obx_worker_attach(int slotno, const OutboxWorkerArgs *args, bool *held_off)
-{
-	OutboxWorkerSlot *slot;
-
-	*held_off = false;
-	if (OutboxShmem == NULL || slotno < 0 || slotno >= OutboxShmem->nslots)
-		return false;
-
-	/*
-	 * NB: before_shmem_exit, not on_shmem_exit, for the same reason as the
-	 * launcher's; it also runs after the transaction abort of
-	 * ShutdownPostgres (registered later, run earlier), and before the
-	 * postmaster tells the launcher we are gone, so the launcher always
-	 * finds the exit reason in the slot.
-	 */
-	before_shmem_exit(obx_worker_detach, (Datum) 0);
-
-	slot = &OutboxShmem->slots[slotno];
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (slot->dboid != args->dboid || slot->generation != args->generation ||
-		slot->pid != 0)
-	{
-		LWLockRelease(OutboxShmem->lock);
-		return false;
-	}
-	slot->pid = MyProcPid;
-	slot->latch = MyLatch;
-	slot->state = OBX_WORKER_STARTING;
-	slot->exit_reason = OBX_EXIT_NONE;
-	slot->started_at = GetCurrentTimestamp();
-	slot->last_round_at = 0;
-	slot->delivered = 0;
-	slot->failed = 0;
-	*held_off = ShmemDatabaseHeldOff(args->dboid);
-	obx_my_slot = slot;
-	LWLockRelease(OutboxShmem->lock);
-
-	return true;
-}
-
-/* Withdraw our pid and latch, and leave the exit reason for the launcher. */
 static void
 obx_worker_detach(int code, Datum arg)
 {
-	OutboxWorkerSlot *slot = obx_my_slot;
+	bool		failed = (code != 0 && obx_error_message[0] != '\0' &&
+						  obx_error_code != ERRCODE_ADMIN_SHUTDOWN);
 
-	if (slot == NULL)
-		return;
-
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (slot->pid == MyProcPid)
-	{
-		/* terminated to make way for DROP DATABASE and the like? */
-		if (obx_my_exit == OBX_EXIT_NONE && ShmemDatabaseHeldOff(slot->dboid))
-			obx_my_exit = OBX_EXIT_HELD_OFF;
-
-		/*
-		 * A failing exit whose last error is not the termination request
-		 * (SIGTERM's FATAL) was caused by that error.
-		 */
-		if (obx_my_exit == OBX_EXIT_NONE && code != 0 &&
-			obx_error_message[0] != '\0' &&
-			obx_error_code != ERRCODE_ADMIN_SHUTDOWN)
-		{
-			obx_my_exit = OBX_EXIT_ERROR;
-			strlcpy(slot->last_error, obx_error_message,
-					sizeof(slot->last_error));
-		}
-
-		slot->pid = 0;
-		slot->latch = NULL;
-		slot->exit_reason = (obx_my_exit == OBX_EXIT_NONE) ?
-			OBX_EXIT_TERMINATED : obx_my_exit;
-		slot->state = (obx_my_exit == OBX_EXIT_NO_EXTENSION) ?
-			OBX_WORKER_NO_EXTENSION : OBX_WORKER_STOPPED;
-	}
-	LWLockRelease(OutboxShmem->lock);
-	obx_my_slot = NULL;
+	ShmemWorkerDetach(obx_my_exit, failed ? obx_error_message : NULL);
 }
 
 /*
  * The worker's loop: wait, then one round.  The first wait has no timeout,
- * so the first round runs at once.
+ * so the first round runs at once.  The round keeps what it allocates in a
+ * memory context of its own, which it deletes.
  */
 static void
 obx_worker_loop(void)
 {
-	MemoryContext round_cxt;
 	Oid			delivering_role = GetUserId();
 	long		timeout = 0;
 
-	round_cxt = AllocSetContextCreate(TopMemoryContext,
-									  "krizaka_outbox worker round",
-									  ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
 		TimestampTz next_wake = DT_NOEND;
@@ -1059,25 +921,8 @@ obx_worker_loop(void)
 		int64		failed = 0;
 		bool		ran;
 
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout, PG_WAIT_EXTENSION);
-
-		/*
-		 * Reset before the round: a commit that wakes us during the round
-		 * sets the latch again, and the next wait returns at once.
-		 */
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-
+		(void) WorkerWaitForWork(timeout);
 		MemoryContextSwitchTo(TopMemoryContext);
-		MemoryContextReset(round_cxt);
 
 		if (!obx_extension_installed())
 		{
@@ -1086,14 +931,12 @@ obx_worker_loop(void)
 			proc_exit(0);
 		}
 
-		obx_worker_set_running();
-		MemoryContextSwitchTo(round_cxt);
+		ShmemWorkerRoundBegins();
 		ran = DrainDatabaseRound(delivering_role, &next_wake,
 								 &delivered, &failed);
-		MemoryContextSwitchTo(TopMemoryContext);
 
 		timeout = obx_worker_sleep_ms(ran, next_wake, delivered + failed);
-		obx_worker_round_done(ran, delivered, failed);
+		ShmemWorkerRoundEnds(ran, delivered, failed);
 		pgstat_report_activity(STATE_IDLE, NULL);
 	}
 }
@@ -1114,36 +957,6 @@ obx_extension_installed(void)
 	CommitTransactionCommand();
 
 	return installed;
-}
-
-/* Show that a round is under way. */
-static void
-obx_worker_set_running(void)
-{
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	obx_my_slot->state = OBX_WORKER_RUNNING;
-	LWLockRelease(OutboxShmem->lock);
-}
-
-/*
- * Record a finished round.  last_round_at moves only when the round ran:
- * one that could not (tables locked or missing) leaves it behind, which is
- * what a monitor should see.
- */
-static void
-obx_worker_round_done(bool ran, int64 delivered, int64 failed)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	obx_my_slot->state = OBX_WORKER_SLEEPING;
-	if (ran)
-	{
-		obx_my_slot->last_round_at = now;
-		obx_my_slot->delivered += delivered;
-		obx_my_slot->failed += failed;
-	}
-	LWLockRelease(OutboxShmem->lock);
 }
 
 /*
@@ -1218,10 +1031,10 @@ obx_state_name(OutboxWorkerState state)
 
 /* qsort comparator: slots by database name. */
 static int
-obx_compare_slots(const void *a, const void *b)
+obx_compare_infos(const void *a, const void *b)
 {
-	return strcmp(NameStr(((const OutboxWorkerSlot *) a)->datname),
-				  NameStr(((const OutboxWorkerSlot *) b)->datname));
+	return strcmp(NameStr(((const OutboxWorkerInfo *) a)->datname),
+				  NameStr(((const OutboxWorkerInfo *) b)->datname));
 }
 
 /*
@@ -1232,46 +1045,43 @@ Datum
 outbox_worker_status(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo;
-	OutboxWorkerSlot *copy;
-	int			n = 0;
+	OutboxWorkerInfo *infos;
+	int			n;
 	int			i;
 
-	if (!outbox_preloaded || OutboxShmem == NULL)
-		obx_error_not_preloaded();
+	n = ShmemWorkerSnapshot(&infos);
+	if (!outbox_preloaded || n < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("krizaka_outbox is not preloaded"),
+				 errdetail("The background worker runs only when the library is loaded at server start."),
+				 errhint("Add %s to %s and restart the server.",
+						 OUTBOX_EXTENSION_NAME, "shared_preload_libraries")));
 
 	InitMaterializedSRF(fcinfo, 0);
 	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
-	copy = palloc(sizeof(OutboxWorkerSlot) * OutboxShmem->nslots);
-	LWLockAcquire(OutboxShmem->lock, LW_SHARED);
-	for (i = 0; i < OutboxShmem->nslots; i++)
-	{
-		if (OutboxShmem->slots[i].dboid != InvalidOid)
-			copy[n++] = OutboxShmem->slots[i];
-	}
-	LWLockRelease(OutboxShmem->lock);
-
-	qsort(copy, n, sizeof(OutboxWorkerSlot), obx_compare_slots);
+	qsort(infos, n, sizeof(OutboxWorkerInfo), obx_compare_infos);
 
 	for (i = 0; i < n; i++)
 	{
-		OutboxWorkerSlot *slot = &copy[i];
+		OutboxWorkerInfo *info = &infos[i];
 		Datum		values[OBX_STATUS_COLUMNS];
 		bool		nulls[OBX_STATUS_COLUMNS];
 
 		memset(nulls, 0, sizeof(nulls));
-		values[0] = NameGetDatum(&slot->datname);
-		values[1] = Int32GetDatum(slot->pid);
-		nulls[1] = (slot->pid == 0);
-		values[2] = CStringGetTextDatum(obx_state_name(slot->state));
-		values[3] = TimestampTzGetDatum(slot->started_at);
-		nulls[3] = (slot->started_at == 0);
-		values[4] = TimestampTzGetDatum(slot->last_round_at);
-		nulls[4] = (slot->last_round_at == 0);
-		values[5] = Int64GetDatum(slot->delivered);
-		values[6] = Int64GetDatum(slot->failed);
-		values[7] = CStringGetTextDatum(slot->last_error);
-		nulls[7] = (slot->last_error[0] == '\0');
+		values[0] = NameGetDatum(&info->datname);
+		values[1] = Int32GetDatum(info->pid);
+		nulls[1] = (info->pid == 0);
+		values[2] = CStringGetTextDatum(obx_state_name(info->state));
+		values[3] = TimestampTzGetDatum(info->started_at);
+		nulls[3] = (info->started_at == 0);
+		values[4] = TimestampTzGetDatum(info->last_round_at);
+		nulls[4] = (info->last_round_at == 0);
+		values[5] = Int64GetDatum(info->delivered);
+		values[6] = Int64GetDatum(info->failed);
+		values[7] = CStringGetTextDatum(info->last_error);
+		nulls[7] = (info->last_error[0] == '\0');
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -11,6 +11,7 @@ OBJS = \
 	src/outbox_drain.o \
 	src/outbox_envelope.o \
 	src/outbox_guc.o \
+	src/outbox_launcher.o \
 	src/outbox_notify.o \
 	src/outbox_remote.o \
 	src/outbox_route.o \
@@ -19,7 +20,8 @@ OBJS = \
 	src/outbox_uuid.o \
 	src/outbox_validate.o \
 	src/outbox_wakeup.o \
-	src/outbox_worker.o
+	src/outbox_worker.o \
+	src/outbox_worker_status.o
 
 DATA = $(wildcard $(EXTENSION)--*.sql)
 PGFILEDESC = "krizaka_outbox - transactional outbox"

@@ -3,32 +3,49 @@
  * krizaka_outbox.c
  *		Library entry point of krizaka_outbox.
  *
- * _PG_init only checks where it is being loaded and hands over to each
- * subsystem's initialisation; everything else lives in the outbox_*.c files.
+ * _PG_init shows, in order, everything the library registers when it is
+ * loaded: the settings on every load; and only when the postmaster preloads
+ * it, the shared state, the launcher of the background workers and the
+ * callbacks that wake them.  Everything else lives in the outbox_*.c files.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "outbox.h"
+#include "outbox_shmem.h"
+#include "outbox_worker.h"
 
 PG_MODULE_MAGIC;
 
+bool		outbox_preloaded = false;
+
 void		_PG_init(void);
 
-/*
- * Module load: define the settings on every load; the worker registers
- * itself only when the library is preloaded.
- */
+/* Module load: register what this kind of load calls for. */
 void
 _PG_init(void)
 {
-	OutboxGucInit();
-	OutboxWorkerInit();
-	OutboxWakeupInit();
+	outbox_preloaded = process_shared_preload_libraries_in_progress;
 
+	/* the settings; the worker's take effect only when preloaded */
+	OutboxGucInit();
 	MarkGUCPrefixReserved("outbox");
+
+	if (!outbox_preloaded)
+		return;
+
+	/* the shared state: request it, and create it with shared memory */
+	OutboxShmemInit();
+
+	/* the launcher; pg_upgrade's server must not deliver anything */
+	if (!IsBinaryUpgrade)
+		OutboxLauncherRegister();
+
+	/* per backend: wake the workers at commit, clear the way for DDL */
+	OutboxWakeupInit();
 }

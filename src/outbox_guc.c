@@ -1,19 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_guc.c
- *		The outbox.* settings that every session uses.
+ *		The outbox.* settings: those of every session and those of the
+ *		background worker, with the worker's check hooks.
  *
- * They are defined on every load of the library, preloaded or not, so that
- * SET, ALTER ROLE ... SET and ALTER DATABASE ... SET work everywhere and are
- * validated by the GUC machinery.  They carry no unit, so that SHOW prints
- * the plain number the documentation gives.  The worker's own settings live
- * with the worker and exist only when the library is preloaded.
+ * All of them are defined on every load of the library, preloaded or not.
+ * The session settings are PGC_USERSET, so that SET, ALTER ROLE ... SET and
+ * ALTER DATABASE ... SET work everywhere and are validated by the GUC
+ * machinery.  The worker settings follow the configuration file when the
+ * library is preloaded; otherwise they have no effect, and their check hooks
+ * say why an attempt to set them fails.  The integer settings carry no unit,
+ * so that SHOW prints the plain number the documentation gives.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "utils/guc.h"
+#include "utils/varlena.h"
 
 #include "outbox.h"
 
@@ -24,7 +28,20 @@ int			outbox_backoff_seconds = 30;
 int			outbox_backoff_max_seconds = 3600;
 int			outbox_retention_days = 7;
 
-/* Define the session settings; called from _PG_init on every load. */
+char	   *outbox_worker_databases = NULL;
+char	   *outbox_worker_role = NULL;
+int			outbox_worker_naptime_ms = 5000;
+
+/* true while the worker settings are being defined: see obx_check_preloaded */
+static bool obx_defining_settings = false;
+
+static void obx_define_worker_settings(void);
+static bool obx_check_preloaded(const char *name, GucSource source);
+static bool obx_check_databases(char **newval, void **extra, GucSource source);
+static bool obx_check_role(char **newval, void **extra, GucSource source);
+static bool obx_check_naptime(int *newval, void **extra, GucSource source);
+
+/* Define every setting; called from _PG_init on every load. */
 void
 OutboxGucInit(void)
 {
@@ -75,4 +92,140 @@ OutboxGucInit(void)
 							7, 1, 3650,
 							PGC_USERSET, 0,
 							NULL, NULL, NULL);
+
+	obx_define_worker_settings();
+}
+
+/*
+ * Define the worker settings.  Preloaded, they follow the configuration file
+ * (PGC_SIGHUP).  Otherwise they have no effect at all; they are then
+ * superuser-settable only so that an attempt to set them reaches the check
+ * hook, which explains what is missing, instead of a generic "cannot be
+ * changed now".
+ */
+static void
+obx_define_worker_settings(void)
+{
+	GucContext	context = outbox_preloaded ? PGC_SIGHUP : PGC_SUSET;
+
+	/* values met while defining come from postgresql.conf: see the hook */
+	obx_defining_settings = true;
+
+	DefineCustomStringVariable("outbox.worker_databases",
+							   "Databases where the background worker delivers messages.",
+							   "A comma-separated list of database names, or * for every database where the extension is installed; empty: no worker.",
+							   &outbox_worker_databases,
+							   "",
+							   context, GUC_LIST_INPUT,
+							   obx_check_databases, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.worker_role",
+							   "Role the background workers connect as.",
+							   "Empty: the bootstrap superuser.",
+							   &outbox_worker_role,
+							   "",
+							   context, 0,
+							   obx_check_role, NULL, NULL);
+
+	/*
+	 * No GUC_UNIT_MS: SHOW would print "5s" where the documentation gives
+	 * the plain number of milliseconds.
+	 */
+	DefineCustomIntVariable("outbox.worker_naptime_ms",
+							"Longest sleep of a background worker between two rounds, in milliseconds.",
+							"A commit that appends messages wakes the worker earlier.",
+							&outbox_worker_naptime_ms,
+							5000, 10, 3600000,
+							context, 0,
+							obx_check_naptime, NULL, NULL);
+
+	obx_defining_settings = false;
+}
+
+/*
+ * Common check of the worker settings: they can only be set when the
+ * library is preloaded.  A value from postgresql.conf that a session meets
+ * while loading the library is let through quietly, so that a cluster whose
+ * configuration names them but does not preload the library keeps working;
+ * a later reload of the file rejects it only at DEBUG level.  ALTER SYSTEM
+ * validates with the same source as the file, but never while the library
+ * is being defined, so it gets the error.
+ */
+static bool
+obx_check_preloaded(const char *name, GucSource source)
+{
+	if (outbox_preloaded || source == PGC_S_DEFAULT)
+		return true;
+	if (obx_defining_settings && source == PGC_S_FILE)
+		return true;
+
+	GUC_check_errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
+	GUC_check_errmsg("parameter \"%s\" cannot be set because krizaka_outbox is not preloaded",
+					 name);
+	GUC_check_errhint("Add %s to %s and restart the server.",
+					  OUTBOX_EXTENSION_NAME, "shared_preload_libraries");
+	return false;
+}
+
+/* outbox.worker_databases: '', '*', or a list of database names. */
+static bool
+obx_check_databases(char **newval, void **extra, GucSource source)
+{
+	char	   *raw;
+	List	   *names;
+	ListCell   *lc;
+	bool		ok = true;
+
+	if (!obx_check_preloaded("outbox.worker_databases", source))
+		return false;
+
+	raw = pstrdup(*newval);
+	if (!SplitGUCList(raw, ',', &names))
+	{
+		GUC_check_errdetail("List syntax is invalid.");
+		pfree(raw);
+		return false;
+	}
+	foreach(lc, names)
+	{
+		char	   *name = (char *) lfirst(lc);
+
+		if (strlen(name) >= NAMEDATALEN)
+		{
+			GUC_check_errdetail("Database name \"%s\" is too long.", name);
+			ok = false;
+			break;
+		}
+		if (strcmp(name, "*") == 0 && list_length(names) > 1)
+		{
+			GUC_check_errdetail("\"*\" cannot be combined with database names.");
+			ok = false;
+			break;
+		}
+	}
+	list_free(names);
+	pfree(raw);
+	return ok;
+}
+
+/* outbox.worker_role: a role name; whether it exists is the launcher's check. */
+static bool
+obx_check_role(char **newval, void **extra, GucSource source)
+{
+	if (!obx_check_preloaded("outbox.worker_role", source))
+		return false;
+
+	if (strlen(*newval) >= NAMEDATALEN)
+	{
+		GUC_check_errdetail("Role name is too long.");
+		return false;
+	}
+	return true;
+}
+
+/* outbox.worker_naptime_ms: range checked by the GUC machinery. */
+static bool
+obx_check_naptime(int *newval, void **extra, GucSource source)
+{
+	return obx_check_preloaded("outbox.worker_naptime_ms", source);
 }

@@ -4,15 +4,18 @@
  *		The shared state between the launcher, the drain workers and the
  *		backends that wake or stop them.
  *
- * One struct in shared memory (OutboxShared, declared in outbox.h) holds the
- * launcher's latch, one slot per drain worker, the databases that a
+ * One struct in shared memory, private to this file, holds the launcher's
+ * latch, one slot per drain worker, the databases that a
  * DROP/ALTER/CREATE DATABASE keeps free of workers, and the databases where
  * CREATE EXTENSION krizaka_outbox has just committed.  A single LWLock
  * guards all of it: every access is a handful of loads and stores, done at
  * most a few times per transaction, so finer locking would buy nothing.
+ * Only this file takes that lock; the other files call the functions below,
+ * each of which does its work under the lock in one go.
  *
  * Glossary:
- *	slot		a drain worker's entry: database, pid, latch, state, counters
+ *	slot		a drain worker's entry: database, pid, latch, state, counters;
+ *				the launcher knows its slots by number
  *	generation	a counter bumped on each launcher start; a worker registered
  *				by an earlier launcher finds its generation stale and leaves
  *	holdoff		a database kept free of workers until the transaction of the
@@ -20,8 +23,8 @@
  *	probe		a request to start a worker in a database believed to lack
  *				the extension, to look again
  *
- * Only a preloaded library has this state; elsewhere OutboxShmem stays NULL
- * and every function here is a no-op.
+ * Only a preloaded library has this state; elsewhere obx_shared stays NULL
+ * and the functions that backends call are no-ops.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,11 +43,51 @@
 #include "utils/timestamp.h"
 
 #include "outbox.h"
+#include "outbox_shmem.h"
 
 #define OBX_SHMEM_NAME		"krizaka_outbox"
-#define OBX_STOP_POLL_MS	10
+#define OBX_MAX_HOLDOFFS	32		/* databases kept off at once */
 
-OutboxShared *OutboxShmem = NULL;
+/*
+ * One drain worker.  The launcher assigns a slot to a database and frees
+ * it; the worker fills in its pid, latch and counters.  Every field is read
+ * and written under obx_shared->lock.
+ */
+typedef struct OutboxWorkerSlot
+{
+	Oid			dboid;			/* InvalidOid: slot free */
+	uint32		generation;		/* launcher generation that started it */
+	OutboxWorkerExit exit_reason;
+	Latch	   *latch;			/* the worker's PGPROC latch, or NULL */
+	OutboxWorkerInfo info;		/* what worker_status() shows */
+} OutboxWorkerSlot;
+
+/* A database that a DROP/ALTER/CREATE DATABASE keeps free of workers */
+typedef struct OutboxHoldoff
+{
+	Oid			dboid;			/* InvalidOid: entry free */
+	pid_t		requester;		/* backend whose transaction holds it */
+} OutboxHoldoff;
+
+typedef struct OutboxShared
+{
+	LWLock	   *lock;
+	uint32		launcher_generation;	/* bumped on each launcher start */
+	pid_t		launcher_pid;
+	Latch	   *launcher_latch;
+	int			nprobes;		/* databases where CREATE EXTENSION committed */
+	bool		probe_all;		/* probes[] overflowed: re-probe every one */
+	Oid			probes[OUTBOX_MAX_PROBES];
+	OutboxHoldoff holdoffs[OBX_MAX_HOLDOFFS];
+	pg_atomic_uint64 routes_generation; /* bumped when routes change */
+	int			nslots;
+	OutboxWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} OutboxShared;
+
+static OutboxShared *obx_shared = NULL;
+
+/* in a drain worker: its own slot, from attach to detach */
+static OutboxWorkerSlot *obx_my_slot = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -52,9 +95,10 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static Size obx_shmem_size(void);
 static void obx_shmem_request(void);
 static void obx_shmem_startup(void);
+static bool obx_sweep_slots(bool terminate);
+static int	obx_claim_slot(int slotno, Oid dboid, const NameData *datname);
 static OutboxWorkerSlot *obx_find_slot(Oid dboid);
-static bool obx_worker_present(Oid dboid, pid_t *pid);
-static void obx_stop_pause(void);
+static bool obx_database_held_off(Oid dboid);
 
 /* Install the shared memory hooks; only called when preloaded. */
 void
@@ -102,15 +146,370 @@ obx_shmem_startup(void)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	OutboxShmem = ShmemInitStruct(OBX_SHMEM_NAME, obx_shmem_size(), &found);
+	obx_shared = ShmemInitStruct(OBX_SHMEM_NAME, obx_shmem_size(), &found);
 	if (!found)
 	{
-		memset(OutboxShmem, 0, obx_shmem_size());
-		OutboxShmem->lock = &(GetNamedLWLockTranche(OBX_SHMEM_NAME))->lock;
-		OutboxShmem->nslots = max_worker_processes;
-		pg_atomic_init_u64(&OutboxShmem->routes_generation, 0);
+		memset(obx_shared, 0, obx_shmem_size());
+		obx_shared->lock = &(GetNamedLWLockTranche(OBX_SHMEM_NAME))->lock;
+		obx_shared->nslots = max_worker_processes;
+		pg_atomic_init_u64(&obx_shared->routes_generation, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Publish the launcher's pid and latch, start a new generation and take
+ * over the slots: the free ones are cleared, and workers left by a previous
+ * launcher (which failed; its handles are lost with it) are terminated.
+ * Returns the generation.
+ */
+uint32
+ShmemLauncherAttach(void)
+{
+	uint32		generation;
+
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	obx_shared->launcher_pid = MyProcPid;
+	obx_shared->launcher_latch = MyLatch;
+	generation = ++obx_shared->launcher_generation;
+	(void) obx_sweep_slots(true);
+	LWLockRelease(obx_shared->lock);
+
+	return generation;
+}
+
+/* Clear the slots whose worker has exited; returns whether any still runs. */
+bool
+ShmemClearExitedSlots(void)
+{
+	bool		left;
+
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	left = obx_sweep_slots(false);
+	LWLockRelease(obx_shared->lock);
+
+	return left;
+}
+
+/*
+ * Clear every slot without a process, and terminate the processes of the
+ * others when terminate.  Returns whether any process was found.  The
+ * caller holds the lock exclusively.
+ */
+static bool
+obx_sweep_slots(bool terminate)
+{
+	bool		left = false;
+	int			i;
+
+	for (i = 0; i < obx_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &obx_shared->slots[i];
+
+		if (slot->info.pid == 0)
+			memset(slot, 0, sizeof(OutboxWorkerSlot));
+		else
+		{
+			if (terminate)
+				(void) kill(slot->info.pid, SIGTERM);
+			left = true;
+		}
+	}
+	return left;
+}
+
+/* Withdraw the launcher's pid and latch, if they are still this process's. */
+void
+ShmemLauncherDetach(void)
+{
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	if (obx_shared->launcher_pid == MyProcPid)
+	{
+		obx_shared->launcher_pid = 0;
+		obx_shared->launcher_latch = NULL;
+	}
+	LWLockRelease(obx_shared->lock);
+}
+
+/*
+ * Take the databases where CREATE EXTENSION committed since the last call:
+ * copies them into probes[] (OUTBOX_MAX_PROBES long), returns how many,
+ * and sets *probe_all when there were too many to keep.
+ */
+int
+ShmemTakeProbes(Oid *probes, bool *probe_all)
+{
+	int			nprobes;
+
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	nprobes = obx_shared->nprobes;
+	memcpy(probes, obx_shared->probes, nprobes * sizeof(Oid));
+	*probe_all = obx_shared->probe_all;
+	obx_shared->nprobes = 0;
+	obx_shared->probe_all = false;
+	LWLockRelease(obx_shared->lock);
+
+	return nprobes;
+}
+
+/*
+ * The slot of a database: slotno if it has one already, else a free one,
+ * cleared and marked stopped; -1 when all are taken.  The caller holds the
+ * lock exclusively.
+ */
+static int
+obx_claim_slot(int slotno, Oid dboid, const NameData *datname)
+{
+	int			i;
+
+	if (slotno >= 0)
+		return slotno;
+
+	for (i = 0; i < obx_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &obx_shared->slots[i];
+
+		if (slot->dboid == InvalidOid)
+		{
+			memset(slot, 0, sizeof(OutboxWorkerSlot));
+			slot->dboid = dboid;
+			slot->info.datname = *datname;
+			slot->info.state = OBX_WORKER_STOPPED;
+			return i;
+		}
+	}
+	return -1;
+}
+
+/*
+ * Set what worker_status() shows for a database while no worker of it runs:
+ * the state, and the last error unless that is NULL.  A database without a
+ * slot (slotno -1) gets a free one.  Returns the slot, or -1 when all are
+ * taken.
+ */
+int
+ShmemSetSlotState(int slotno, Oid dboid, const NameData *datname,
+				  OutboxWorkerState state, const char *last_error)
+{
+	OutboxWorkerSlot *slot;
+
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	slotno = obx_claim_slot(slotno, dboid, datname);
+	if (slotno >= 0)
+	{
+		slot = &obx_shared->slots[slotno];
+		slot->info.state = state;
+		if (last_error != NULL)
+			strlcpy(slot->info.last_error, last_error,
+					sizeof(slot->info.last_error));
+	}
+	LWLockRelease(obx_shared->lock);
+
+	return slotno;
+}
+
+/*
+ * Make ready the slot of a database whose worker the launcher is about to
+ * register (claiming one if slotno is -1): starting, for this generation,
+ * and without its last error when clear_error.  Returns the slot; -1 with
+ * *held_off set when a holdoff keeps the database free of workers, -1 alone
+ * when all slots are taken.
+ */
+int
+ShmemPrepareStart(int slotno, Oid dboid, const NameData *datname,
+				  uint32 generation, bool clear_error, bool *held_off)
+{
+	OutboxWorkerSlot *slot;
+
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	*held_off = obx_database_held_off(dboid);
+	slotno = *held_off ? -1 : obx_claim_slot(slotno, dboid, datname);
+	if (slotno >= 0)
+	{
+		slot = &obx_shared->slots[slotno];
+		slot->info.state = OBX_WORKER_STARTING;
+		slot->exit_reason = OBX_EXIT_NONE;
+		slot->generation = generation;
+		if (clear_error)
+			slot->info.last_error[0] = '\0';
+	}
+	LWLockRelease(obx_shared->lock);
+
+	return slotno;
+}
+
+/* Keep the database name of a slot current (ALTER DATABASE ... RENAME). */
+void
+ShmemSetSlotName(int slotno, const NameData *datname)
+{
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	obx_shared->slots[slotno].info.datname = *datname;
+	LWLockRelease(obx_shared->lock);
+}
+
+/*
+ * Why the worker of a slot exited, once the postmaster reports it stopped.
+ * A worker that never got as far as its loop is counted as failed.
+ */
+OutboxWorkerExit
+ShmemReapSlot(int slotno)
+{
+	OutboxWorkerSlot *slot;
+	OutboxWorkerExit reason;
+
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	slot = &obx_shared->slots[slotno];
+	reason = slot->exit_reason;
+	if (slot->info.state == OBX_WORKER_STARTING)
+	{
+		slot->info.state = OBX_WORKER_STOPPED;
+		reason = OBX_EXIT_ERROR;
+	}
+	LWLockRelease(obx_shared->lock);
+
+	return reason;
+}
+
+/* Give a slot back (its worker has exited). */
+void
+ShmemFreeSlot(int slotno)
+{
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	memset(&obx_shared->slots[slotno], 0, sizeof(OutboxWorkerSlot));
+	LWLockRelease(obx_shared->lock);
+}
+
+/*
+ * Publish this worker's pid and latch in the slot the launcher gave it, and
+ * start its counters afresh.  Returns false when the slot is no longer its
+ * own (a new launcher has taken over).  Sets *held_off when the database
+ * must be left alone.
+ */
+bool
+ShmemWorkerAttach(int slotno, Oid dboid, uint32 generation, bool *held_off)
+{
+	OutboxWorkerSlot *slot;
+
+	*held_off = false;
+	if (obx_shared == NULL || slotno < 0 || slotno >= obx_shared->nslots)
+		return false;
+
+	slot = &obx_shared->slots[slotno];
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	if (slot->dboid != dboid || slot->generation != generation ||
+		slot->info.pid != 0)
+	{
+		LWLockRelease(obx_shared->lock);
+		return false;
+	}
+	slot->info.pid = MyProcPid;
+	slot->latch = MyLatch;
+	slot->info.state = OBX_WORKER_STARTING;
+	slot->exit_reason = OBX_EXIT_NONE;
+	slot->info.started_at = GetCurrentTimestamp();
+	slot->info.last_round_at = 0;
+	slot->info.delivered = 0;
+	slot->info.failed = 0;
+	*held_off = obx_database_held_off(dboid);
+	obx_my_slot = slot;
+	LWLockRelease(obx_shared->lock);
+
+	return true;
+}
+
+/*
+ * Withdraw this worker's pid and latch, and leave the reason of its exit
+ * for the launcher: reason, unless that is OBX_EXIT_NONE; else held off if
+ * a holdoff made it leave; else failed, with error as its last error, if
+ * error is not NULL; else terminated.
+ */
+void
+ShmemWorkerDetach(OutboxWorkerExit reason, const char *error)
+{
+	OutboxWorkerSlot *slot = obx_my_slot;
+
+	if (slot == NULL)
+		return;
+
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	if (slot->info.pid == MyProcPid)
+	{
+		/* terminated to make way for DROP DATABASE and the like? */
+		if (reason == OBX_EXIT_NONE && obx_database_held_off(slot->dboid))
+			reason = OBX_EXIT_HELD_OFF;
+		if (reason == OBX_EXIT_NONE && error != NULL)
+		{
+			reason = OBX_EXIT_ERROR;
+			strlcpy(slot->info.last_error, error,
+					sizeof(slot->info.last_error));
+		}
+
+		slot->info.pid = 0;
+		slot->latch = NULL;
+		slot->exit_reason = (reason == OBX_EXIT_NONE) ?
+			OBX_EXIT_TERMINATED : reason;
+		slot->info.state = (reason == OBX_EXIT_NO_EXTENSION) ?
+			OBX_WORKER_NO_EXTENSION : OBX_WORKER_STOPPED;
+	}
+	LWLockRelease(obx_shared->lock);
+	obx_my_slot = NULL;
+}
+
+/* Show that a round of this worker is under way. */
+void
+ShmemWorkerRoundBegins(void)
+{
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	obx_my_slot->info.state = OBX_WORKER_RUNNING;
+	LWLockRelease(obx_shared->lock);
+}
+
+/*
+ * Record a finished round of this worker.  last_round_at and the counters
+ * move only when the round ran: one that could not (tables locked or
+ * missing) leaves last_round_at behind, which is what a monitor should see.
+ */
+void
+ShmemWorkerRoundEnds(bool ran, int64 delivered, int64 failed)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	obx_my_slot->info.state = OBX_WORKER_SLEEPING;
+	if (ran)
+	{
+		obx_my_slot->info.last_round_at = now;
+		obx_my_slot->info.delivered += delivered;
+		obx_my_slot->info.failed += failed;
+	}
+	LWLockRelease(obx_shared->lock);
+}
+
+/*
+ * For worker_status(): a copy, taken under the lock, of every slot in use,
+ * palloc'd in the current memory context.  Returns how many, or -1 when
+ * there is no shared state (the library is not preloaded).
+ */
+int
+ShmemWorkerSnapshot(OutboxWorkerInfo **infos)
+{
+	int			n = 0;
+	int			i;
+
+	*infos = NULL;
+	if (obx_shared == NULL)
+		return -1;
+
+	*infos = palloc(sizeof(OutboxWorkerInfo) * obx_shared->nslots);
+	LWLockAcquire(obx_shared->lock, LW_SHARED);
+	for (i = 0; i < obx_shared->nslots; i++)
+	{
+		if (obx_shared->slots[i].dboid != InvalidOid)
+			(*infos)[n++] = obx_shared->slots[i].info;
+	}
+	LWLockRelease(obx_shared->lock);
+
+	return n;
 }
 
 /* The slot of a database's drain worker, or NULL; the caller holds the lock. */
@@ -119,10 +518,10 @@ obx_find_slot(Oid dboid)
 {
 	int			i;
 
-	for (i = 0; i < OutboxShmem->nslots; i++)
+	for (i = 0; i < obx_shared->nslots; i++)
 	{
-		if (OutboxShmem->slots[i].dboid == dboid)
-			return &OutboxShmem->slots[i];
+		if (obx_shared->slots[i].dboid == dboid)
+			return &obx_shared->slots[i];
 	}
 	return NULL;
 }
@@ -132,14 +531,14 @@ obx_find_slot(Oid dboid)
  * the lock.  An entry whose backend has gone away no longer counts (its
  * transaction ended without clearing it, which only a crash could do).
  */
-bool
-ShmemDatabaseHeldOff(Oid dboid)
+static bool
+obx_database_held_off(Oid dboid)
 {
 	int			i;
 
-	for (i = 0; i < OUTBOX_MAX_HOLDOFFS; i++)
+	for (i = 0; i < OBX_MAX_HOLDOFFS; i++)
 	{
-		OutboxHoldoff *h = &OutboxShmem->holdoffs[i];
+		OutboxHoldoff *h = &obx_shared->holdoffs[i];
 
 		if (h->dboid == dboid && BackendPidGetProc(h->requester) != NULL)
 			return true;
@@ -151,13 +550,13 @@ ShmemDatabaseHeldOff(Oid dboid)
 void
 ShmemWakeLauncher(void)
 {
-	if (OutboxShmem == NULL)
+	if (obx_shared == NULL)
 		return;
 
-	LWLockAcquire(OutboxShmem->lock, LW_SHARED);
-	if (OutboxShmem->launcher_latch != NULL)
-		SetLatch(OutboxShmem->launcher_latch);
-	LWLockRelease(OutboxShmem->lock);
+	LWLockAcquire(obx_shared->lock, LW_SHARED);
+	if (obx_shared->launcher_latch != NULL)
+		SetLatch(obx_shared->launcher_latch);
+	LWLockRelease(obx_shared->lock);
 }
 
 /*
@@ -170,14 +569,14 @@ ShmemWakeWorker(Oid dboid)
 {
 	OutboxWorkerSlot *slot;
 
-	if (OutboxShmem == NULL)
+	if (obx_shared == NULL)
 		return;
 
-	LWLockAcquire(OutboxShmem->lock, LW_SHARED);
+	LWLockAcquire(obx_shared->lock, LW_SHARED);
 	slot = obx_find_slot(dboid);
-	if (slot != NULL && slot->latch != NULL && slot->pid != MyProcPid)
+	if (slot != NULL && slot->latch != NULL && slot->info.pid != MyProcPid)
 		SetLatch(slot->latch);
-	LWLockRelease(OutboxShmem->lock);
+	LWLockRelease(obx_shared->lock);
 }
 
 /*
@@ -190,22 +589,22 @@ ShmemRequestProbe(Oid dboid)
 	int			i;
 	bool		known = false;
 
-	if (OutboxShmem == NULL)
+	if (obx_shared == NULL)
 		return;
 
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	for (i = 0; i < OutboxShmem->nprobes; i++)
-		known |= (OutboxShmem->probes[i] == dboid);
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < obx_shared->nprobes; i++)
+		known |= (obx_shared->probes[i] == dboid);
 	if (!known)
 	{
-		if (OutboxShmem->nprobes < OUTBOX_MAX_PROBES)
-			OutboxShmem->probes[OutboxShmem->nprobes++] = dboid;
+		if (obx_shared->nprobes < OUTBOX_MAX_PROBES)
+			obx_shared->probes[obx_shared->nprobes++] = dboid;
 		else
-			OutboxShmem->probe_all = true;
+			obx_shared->probe_all = true;
 	}
-	if (OutboxShmem->launcher_latch != NULL)
-		SetLatch(OutboxShmem->launcher_latch);
-	LWLockRelease(OutboxShmem->lock);
+	if (obx_shared->launcher_latch != NULL)
+		SetLatch(obx_shared->launcher_latch);
+	LWLockRelease(obx_shared->lock);
 }
 
 /*
@@ -218,17 +617,17 @@ ShmemHoldOffDatabase(Oid dboid)
 	int			i;
 	int			freeidx = -1;
 
-	if (OutboxShmem == NULL)
+	if (obx_shared == NULL)
 		return false;
 
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	for (i = 0; i < OUTBOX_MAX_HOLDOFFS; i++)
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < OBX_MAX_HOLDOFFS; i++)
 	{
-		OutboxHoldoff *h = &OutboxShmem->holdoffs[i];
+		OutboxHoldoff *h = &obx_shared->holdoffs[i];
 
 		if (h->dboid == dboid && h->requester == MyProcPid)
 		{
-			LWLockRelease(OutboxShmem->lock);
+			LWLockRelease(obx_shared->lock);
 			return true;
 		}
 		if (freeidx < 0 &&
@@ -237,10 +636,10 @@ ShmemHoldOffDatabase(Oid dboid)
 	}
 	if (freeidx >= 0)
 	{
-		OutboxShmem->holdoffs[freeidx].dboid = dboid;
-		OutboxShmem->holdoffs[freeidx].requester = MyProcPid;
+		obx_shared->holdoffs[freeidx].dboid = dboid;
+		obx_shared->holdoffs[freeidx].requester = MyProcPid;
 	}
-	LWLockRelease(OutboxShmem->lock);
+	LWLockRelease(obx_shared->lock);
 
 	return freeidx >= 0;
 }
@@ -256,13 +655,13 @@ ShmemReleaseHoldoffs(pid_t requester)
 	int			i;
 	bool		released = false;
 
-	if (OutboxShmem == NULL)
+	if (obx_shared == NULL)
 		return false;
 
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	for (i = 0; i < OUTBOX_MAX_HOLDOFFS; i++)
+	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < OBX_MAX_HOLDOFFS; i++)
 	{
-		OutboxHoldoff *h = &OutboxShmem->holdoffs[i];
+		OutboxHoldoff *h = &obx_shared->holdoffs[i];
 
 		if (h->dboid != InvalidOid && h->requester == requester)
 		{
@@ -271,9 +670,9 @@ ShmemReleaseHoldoffs(pid_t requester)
 			released = true;
 		}
 	}
-	if (released && OutboxShmem->launcher_latch != NULL)
-		SetLatch(OutboxShmem->launcher_latch);
-	LWLockRelease(OutboxShmem->lock);
+	if (released && obx_shared->launcher_latch != NULL)
+		SetLatch(obx_shared->launcher_latch);
+	LWLockRelease(obx_shared->lock);
 
 	return released;
 }
@@ -282,80 +681,27 @@ ShmemReleaseHoldoffs(pid_t requester)
  * Whether a drain worker is registered or running for a database, and its
  * pid (0 while it is still starting).
  */
-static bool
-obx_worker_present(Oid dboid, pid_t *pid)
+bool
+ShmemWorkerPresent(Oid dboid, pid_t *pid)
 {
 	OutboxWorkerSlot *slot;
 	bool		present = false;
 
 	*pid = 0;
-	LWLockAcquire(OutboxShmem->lock, LW_SHARED);
+	if (obx_shared == NULL)
+		return false;
+
+	LWLockAcquire(obx_shared->lock, LW_SHARED);
 	slot = obx_find_slot(dboid);
 	if (slot != NULL &&
-		(slot->pid != 0 || slot->state == OBX_WORKER_STARTING))
+		(slot->info.pid != 0 || slot->info.state == OBX_WORKER_STARTING))
 	{
 		present = true;
-		*pid = slot->pid;
+		*pid = slot->info.pid;
 	}
-	LWLockRelease(OutboxShmem->lock);
+	LWLockRelease(obx_shared->lock);
 
 	return present;
-}
-
-/*
- * Terminate the drain worker of a database and wait, at most timeout_ms, for
- * it to exit.  The caller has put a holdoff on the database first, so the
- * launcher starts no new one meanwhile, and a worker that was only starting
- * leaves by itself when it sees the holdoff.  Returns whether the database
- * is free of workers.
- */
-bool
-ShmemStopWorker(Oid dboid, int timeout_ms)
-{
-	TimestampTz deadline;
-	pid_t		signalled = 0;
-	pid_t		pid;
-
-	if (OutboxShmem == NULL)
-		return true;
-
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
-	while (obx_worker_present(dboid, &pid))
-	{
-		if (pid != 0 && pid != signalled)
-		{
-			/* the same signal as pg_terminate_backend() */
-			if (kill(pid, SIGTERM) == 0)
-				signalled = pid;
-		}
-		if (GetCurrentTimestamp() >= deadline)
-			return false;
-
-		obx_stop_pause();
-	}
-
-	/*
-	 * The slot is cleared a moment before the process leaves the proc array
-	 * (ProcKill runs last), and the proc array is what DROP DATABASE checks.
-	 */
-	while (signalled != 0 && BackendPidGetProc(signalled) != NULL)
-	{
-		if (GetCurrentTimestamp() >= deadline)
-			return false;
-		obx_stop_pause();
-	}
-	return true;
-}
-
-/* A short wait while a worker exits, open to cancellation. */
-static void
-obx_stop_pause(void)
-{
-	(void) WaitLatch(MyLatch,
-					 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 OBX_STOP_POLL_MS, PG_WAIT_EXTENSION);
-	ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
 }
 
 /*
@@ -365,12 +711,12 @@ obx_stop_pause(void)
 uint64
 ShmemRoutesGeneration(void)
 {
-	return pg_atomic_read_u64(&OutboxShmem->routes_generation);
+	return pg_atomic_read_u64(&obx_shared->routes_generation);
 }
 
 /* Announce that routes changed (after the change committed). */
 void
 ShmemBumpRoutesGeneration(void)
 {
-	pg_atomic_fetch_add_u64(&OutboxShmem->routes_generation, 1);
+	pg_atomic_fetch_add_u64(&obx_shared->routes_generation, 1);
 }

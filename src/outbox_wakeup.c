@@ -49,19 +49,26 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "access/xact.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "outbox.h"
 #include "outbox_compat.h"
+#include "outbox_shmem.h"
+#include "outbox_worker.h"
 
 /* How long DROP DATABASE and friends wait for a worker to leave */
 #define OBX_STOP_TIMEOUT_MS		5000
+#define OBX_STOP_POLL_MS		10
 
 /* Requests for the commit of the current transaction */
 static bool wake_worker_pending = false;	/* messages appended */
@@ -86,19 +93,17 @@ static void obx_process_utility(PlannedStmt *pstmt, const char *queryString,
 								DestReceiver *dest, QueryCompletion *qc);
 static const char *obx_database_to_clear(Node *parsetree);
 static void obx_clear_database(const char *dbname);
+static bool obx_stop_worker(Oid dboid, int timeout_ms);
 static bool obx_names_extension(List *objects);
 static bool obx_topic_routed(text *topic);
 
 /*
- * Install the per-backend callbacks; called once from _PG_init.  One
- * transaction callback serves the whole life of the backend.
+ * Install the per-backend callbacks; called once from _PG_init, only when
+ * preloaded.  One transaction callback serves the whole life of the backend.
  */
 void
 OutboxWakeupInit(void)
 {
-	if (!outbox_preloaded)
-		return;
-
 	RegisterXactCallback(obx_xact_callback, NULL);
 
 	prev_ProcessUtility = ProcessUtility_hook;
@@ -284,11 +289,53 @@ obx_clear_database(const char *dbname)
 				(errmsg("too many databases are being dropped or altered at once to keep the krizaka_outbox worker away from \"%s\"",
 						dbname)));
 
-	if (!ShmemStopWorker(dboid, OBX_STOP_TIMEOUT_MS))
+	if (!obx_stop_worker(dboid, OBX_STOP_TIMEOUT_MS))
 		ereport(WARNING,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("the krizaka_outbox worker of database \"%s\" did not exit in time",
 						dbname)));
+}
+
+/*
+ * Terminate the drain worker of a database and wait, at most timeout_ms, for
+ * it to exit.  The caller has put a holdoff on the database first, so the
+ * launcher starts no new one meanwhile, and a worker that was only starting
+ * leaves by itself when it sees the holdoff.  Returns whether the database
+ * is free of workers.
+ */
+static bool
+obx_stop_worker(Oid dboid, int timeout_ms)
+{
+	TimestampTz deadline;
+	pid_t		signalled = 0;
+	pid_t		pid;
+
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	while (ShmemWorkerPresent(dboid, &pid))
+	{
+		if (pid != 0 && pid != signalled)
+		{
+			/* the same signal as pg_terminate_backend() */
+			if (kill(pid, SIGTERM) == 0)
+				signalled = pid;
+		}
+		if (GetCurrentTimestamp() >= deadline)
+			return false;
+
+		WorkerWait(OBX_STOP_POLL_MS);
+	}
+
+	/*
+	 * The slot is cleared a moment before the process leaves the proc array
+	 * (ProcKill runs last), and the proc array is what DROP DATABASE checks.
+	 */
+	while (signalled != 0 && BackendPidGetProc(signalled) != NULL)
+	{
+		if (GetCurrentTimestamp() >= deadline)
+			return false;
+		WorkerWait(OBX_STOP_POLL_MS);
+	}
+	return true;
 }
 
 /* Whether a DROP EXTENSION names this extension. */

@@ -1,30 +1,24 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_worker.c
- *		The launcher and the per-database drain workers, their settings and
- *		outbox.worker_status().
+ *		The drain worker: one background process per database that delivers
+ *		its routed messages.
  *
- * With the library in shared_preload_libraries, the postmaster starts one
- * launcher.  It is connected to no database, so it reads only shared
- * catalogs: pg_database to find the databases that outbox.worker_databases
- * names (or all of them for '*'), pg_authid to resolve outbox.worker_role.
- * For each target database it registers one dynamic drain worker, and it
- * watches them: a worker that failed is restarted after a pause, one whose
- * database is no longer targeted (or whose role changed) is stopped.
+ * The launcher (outbox_launcher.c) registers a drain worker through
+ * WorkerStart() and gives it a slot in shared memory (outbox_shmem.c).  The
+ * worker publishes its pid and latch there, connects to its database and
+ * loops: check in a short transaction that the extension exists, run
+ * DrainDatabaseRound() (outbox_drain.c), sleep on its latch until the next
+ * due time (at most outbox.worker_naptime_ms) or until a committing
+ * transaction wakes it (outbox_wakeup.c).  In a database without the
+ * extension it leaves at once, saying so in its slot, so that no connection
+ * lingers there.  When it exits, it leaves the reason in its slot for the
+ * launcher, which decides when to start it again.
  *
- * A drain worker connects to its database and loops: check in a short
- * transaction that the extension exists, run DrainDatabaseRound(), sleep on
- * its latch until the next due time (at most outbox.worker_naptime_ms) or
- * until a committing transaction wakes it (outbox_wakeup.c).  In a database
- * without the extension it leaves at once, saying so in its slot, so that no
- * connection lingers there; the launcher looks again when CREATE EXTENSION
- * commits there, and once a minute in case that notice was missed.
+ * This file also holds the wait at the head of the launcher's and the drain
+ * worker's loops.
  *
  * Glossary:
- *	target		a database that should have a drain worker: named in
- *				outbox.worker_databases (or any, for '*'), not a template,
- *				accepting connections
- *	slot		the worker's entry in shared memory (outbox_shmem.c)
  *	round		one call of DrainDatabaseRound(): every routed topic once
  *	naptime		the longest sleep between two rounds
  *
@@ -34,15 +28,8 @@
 
 #include <signal.h>
 
-#include "access/heapam.h"
-#include "access/htup_details.h"
-#include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_authid.h"
-#include "catalog/pg_database.h"
 #include "commands/extension.h"
-#include "fmgr.h"
-#include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -50,34 +37,17 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "storage/lwlock.h"
-#include "storage/proc.h"
 #include "tcop/tcopprot.h"
-#include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/hsearch.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
-#include "utils/varlena.h"
 
 #include "outbox.h"
-#include "outbox_compat.h"
+#include "outbox_shmem.h"
+#include "outbox_worker.h"
 
-#define OBX_LAUNCHER_TYPE		"krizaka_outbox launcher"
 #define OBX_WORKER_TYPE			"krizaka_outbox worker"
-
-#define OBX_LAUNCHER_RESTART_S	5		/* postmaster restarts a failed launcher */
-#define OBX_LAUNCHER_NAPTIME_MS 10000	/* longest launcher sleep: pg_database rescan */
-#define OBX_ORPHAN_WAIT_MS		5000	/* a new launcher waits this long for old workers */
-#define OBX_RESTART_MS			1000	/* restart after a worker was terminated */
-#define OBX_ERROR_RESTART_MS	5000	/* restart after a worker failed */
-#define OBX_START_RETRY_MS		1000	/* retry when no worker could be registered */
-#define OBX_PROBE_INTERVAL_MS	60000	/* look again for a missing extension */
 #define OBX_MIN_SLEEP_MS		50		/* something due but nothing done */
-
-#define OBX_STATUS_COLUMNS		8
 
 /* What the launcher tells a worker it registers, in bgw_extra */
 typedef struct OutboxWorkerArgs
@@ -87,850 +57,66 @@ typedef struct OutboxWorkerArgs
 	uint32		generation;
 } OutboxWorkerArgs;
 
-/* The launcher's own view of a target database */
-typedef struct LauncherDb
-{
-	Oid			dboid;			/* hash key */
-	NameData	datname;
-	bool		target;			/* found by the latest scan */
-	int			slotno;			/* shared slot, or -1 */
-	BackgroundWorkerHandle *handle; /* registered worker, or NULL */
-	Oid			roleid;			/* role the worker was started as */
-	bool		stopping;		/* the launcher asked it to stop */
-	bool		no_extension;	/* its last worker found no extension */
-	bool		probe_requested;	/* CREATE EXTENSION committed there */
-	bool		showing_problem;	/* slot's last_error is a setting problem */
-	TimestampTz start_after;	/* no (re)start before this */
-} LauncherDb;
-
-/* settings */
-bool		outbox_preloaded = false;
-char	   *outbox_worker_databases = NULL;
-char	   *outbox_worker_role = NULL;
-int			outbox_worker_naptime_ms = 5000;
-
-static bool obx_defining_settings = false;
-
-/* launcher state */
-static HTAB *obx_dbs = NULL;
-static MemoryContext obx_launcher_cxt = NULL;
-static uint32 obx_generation = 0;
-static List *obx_logged = NIL;	/* messages logged once per configuration */
-static bool obx_logged_no_bgworker = false;
-
-/* drain worker state */
-static OutboxWorkerSlot *obx_my_slot = NULL;
 static OutboxWorkerExit obx_my_exit = OBX_EXIT_NONE;
 static emit_log_hook_type prev_emit_log_hook = NULL;
 static char obx_error_message[OUTBOX_WORKER_ERROR_BYTES];	/* last ERROR/FATAL */
 static int	obx_error_code = 0;
 
-PG_FUNCTION_INFO_V1(outbox_worker_status);
-
-static bool obx_check_preloaded(const char *name, GucSource source);
-static bool obx_check_databases(char **newval, void **extra, GucSource source);
-static bool obx_check_role(char **newval, void **extra, GucSource source);
-static bool obx_check_naptime(int *newval, void **extra, GucSource source);
-static void obx_register_launcher(void);
-static void obx_error_not_preloaded(void);
-
-static void obx_launcher_attach(void);
-static void obx_launcher_detach(int code, Datum arg);
-static long obx_launcher_round(void);
-static void obx_settings_changed(void);
-static bool obx_log_once(const char *key);
-static void obx_log_again(const char *key);
-static bool obx_scan_databases(Oid *roleid, char **role_problem);
-static void obx_resolve_role(MemoryContext cxt, Oid *roleid,
-							 char **role_problem);
-static void obx_take_probe_requests(void);
-static void obx_reap_workers(void);
-static void obx_start_worker(LauncherDb *db, Oid roleid, TimestampTz now);
-static int	obx_claim_slot(LauncherDb *db);
-static void obx_keep_slot(LauncherDb *db);
-static void obx_release_slot(LauncherDb *db);
-static void obx_show_problem(LauncherDb *db, const char *problem, bool star);
-
-static bool obx_worker_attach(int slotno, const OutboxWorkerArgs *args,
-							  bool *held_off);
 static void obx_worker_detach(int code, Datum arg);
 static void obx_worker_loop(void) pg_attribute_noreturn();
 static bool obx_extension_installed(void);
-static void obx_worker_set_running(void);
-static void obx_worker_round_done(bool ran, int64 delivered, int64 failed);
 static long obx_worker_sleep_ms(bool ran, TimestampTz next_wake, int64 done);
 static void obx_worker_log_hook(ErrorData *edata);
 
-static const char *obx_state_name(OutboxWorkerState state);
-static int	obx_compare_slots(const void *a, const void *b);
-
-
-/* ---------------------------------------------------------------------
- * Settings
- * ---------------------------------------------------------------------
- */
-
 /*
- * Define the worker settings on every load, and when preloaded install the
- * shared state and register the launcher.
+ * Wait on this process's latch for at most timeout_ms, then take any
+ * interrupt.  The launcher and the drain workers never sleep otherwise, nor
+ * does a backend waiting for a worker to exit.
  */
 void
-OutboxWorkerInit(void)
+WorkerWait(long timeout_ms)
 {
-	GucContext	context;
-
-	outbox_preloaded = process_shared_preload_libraries_in_progress;
-
-	/*
-	 * Preloaded, the settings follow the configuration file (PGC_SIGHUP).
-	 * Otherwise they have no effect at all; they are then superuser-settable
-	 * only so that an attempt to set them reaches the check hook, which
-	 * explains what is missing, instead of a generic "cannot be changed now".
-	 */
-	context = outbox_preloaded ? PGC_SIGHUP : PGC_SUSET;
-
-	/* values met while defining come from postgresql.conf: see the hook */
-	obx_defining_settings = true;
-
-	DefineCustomStringVariable("outbox.worker_databases",
-							   "Databases where the background worker delivers messages.",
-							   "A comma-separated list of database names, or * for every database where the extension is installed; empty: no worker.",
-							   &outbox_worker_databases,
-							   "",
-							   context, GUC_LIST_INPUT,
-							   obx_check_databases, NULL, NULL);
-
-	DefineCustomStringVariable("outbox.worker_role",
-							   "Role the background workers connect as.",
-							   "Empty: the bootstrap superuser.",
-							   &outbox_worker_role,
-							   "",
-							   context, 0,
-							   obx_check_role, NULL, NULL);
+	(void) WaitLatch(MyLatch,
+					 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 timeout_ms, PG_WAIT_EXTENSION);
 
 	/*
-	 * No GUC_UNIT_MS: SHOW would print "5s" where the documentation gives
-	 * the plain number of milliseconds.
+	 * Reset before the work that follows: a commit that wakes us during it
+	 * sets the latch again, and the next wait returns at once.
 	 */
-	DefineCustomIntVariable("outbox.worker_naptime_ms",
-							"Longest sleep of a background worker between two rounds, in milliseconds.",
-							"A commit that appends messages wakes the worker earlier.",
-							&outbox_worker_naptime_ms,
-							5000, 10, 3600000,
-							context, 0,
-							obx_check_naptime, NULL, NULL);
-
-	obx_defining_settings = false;
-
-	if (!outbox_preloaded)
-		return;
-
-	OutboxShmemInit();
-
-	/* pg_upgrade's server must not deliver anything */
-	if (!IsBinaryUpgrade)
-		obx_register_launcher();
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
 }
 
 /*
- * Common check of the worker settings: they can only be set when the
- * library is preloaded.  A value from postgresql.conf that a session meets
- * while loading the library is let through quietly, so that a cluster whose
- * configuration names them but does not preload the library keeps working;
- * a later reload of the file rejects it only at DEBUG level.  ALTER SYSTEM
- * validates with the same source as the file, but never while the library
- * is being defined, so it gets the error.
+ * The head of the launcher's and the drain workers' loops: wait, then
+ * reload the configuration file if SIGHUP asked for it.  Returns whether it
+ * was reloaded.
  */
-static bool
-obx_check_preloaded(const char *name, GucSource source)
+bool
+WorkerWaitForWork(long timeout_ms)
 {
-	if (outbox_preloaded || source == PGC_S_DEFAULT)
-		return true;
-	if (obx_defining_settings && source == PGC_S_FILE)
-		return true;
+	WorkerWait(timeout_ms);
 
-	GUC_check_errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
-	GUC_check_errmsg("parameter \"%s\" cannot be set because krizaka_outbox is not preloaded",
-					 name);
-	GUC_check_errhint("Add %s to %s and restart the server.",
-					  OUTBOX_EXTENSION_NAME, "shared_preload_libraries");
-	return false;
-}
-
-/* outbox.worker_databases: '', '*', or a list of database names. */
-static bool
-obx_check_databases(char **newval, void **extra, GucSource source)
-{
-	char	   *raw;
-	List	   *names;
-	ListCell   *lc;
-	bool		ok = true;
-
-	if (!obx_check_preloaded("outbox.worker_databases", source))
+	if (!ConfigReloadPending)
 		return false;
-
-	raw = pstrdup(*newval);
-	if (!SplitGUCList(raw, ',', &names))
-	{
-		GUC_check_errdetail("List syntax is invalid.");
-		pfree(raw);
-		return false;
-	}
-	foreach(lc, names)
-	{
-		char	   *name = (char *) lfirst(lc);
-
-		if (strlen(name) >= NAMEDATALEN)
-		{
-			GUC_check_errdetail("Database name \"%s\" is too long.", name);
-			ok = false;
-			break;
-		}
-		if (strcmp(name, "*") == 0 && list_length(names) > 1)
-		{
-			GUC_check_errdetail("\"*\" cannot be combined with database names.");
-			ok = false;
-			break;
-		}
-	}
-	list_free(names);
-	pfree(raw);
-	return ok;
-}
-
-/* outbox.worker_role: a role name; whether it exists is the launcher's check. */
-static bool
-obx_check_role(char **newval, void **extra, GucSource source)
-{
-	if (!obx_check_preloaded("outbox.worker_role", source))
-		return false;
-
-	if (strlen(*newval) >= NAMEDATALEN)
-	{
-		GUC_check_errdetail("Role name is too long.");
-		return false;
-	}
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
 	return true;
 }
 
-/* outbox.worker_naptime_ms: range checked by the GUC machinery. */
-static bool
-obx_check_naptime(int *newval, void **extra, GucSource source)
-{
-	return obx_check_preloaded("outbox.worker_naptime_ms", source);
-}
-
-/* The error of a worker feature used without preloading. */
-static void
-obx_error_not_preloaded(void)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("krizaka_outbox is not preloaded"),
-			 errdetail("The background worker runs only when the library is loaded at server start."),
-			 errhint("Add %s to %s and restart the server.",
-					 OUTBOX_EXTENSION_NAME, "shared_preload_libraries")));
-}
-
-/* Register the launcher with the postmaster. */
-static void
-obx_register_launcher(void)
-{
-	BackgroundWorker bgw;
-
-	memset(&bgw, 0, sizeof(bgw));
-	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	bgw.bgw_restart_time = OBX_LAUNCHER_RESTART_S;
-	strlcpy(bgw.bgw_library_name, OUTBOX_EXTENSION_NAME, BGW_MAXLEN);
-	strlcpy(bgw.bgw_function_name, "OutboxLauncherMain", BGW_MAXLEN);
-	strlcpy(bgw.bgw_name, OBX_LAUNCHER_TYPE, BGW_MAXLEN);
-	strlcpy(bgw.bgw_type, OBX_LAUNCHER_TYPE, BGW_MAXLEN);
-	RegisterBackgroundWorker(&bgw);
-}
-
-
-/* ---------------------------------------------------------------------
- * Launcher
- * ---------------------------------------------------------------------
- */
-
-/* Entry point of the launcher. */
-void
-OutboxLauncherMain(Datum main_arg)
-{
-	MemoryContext round_cxt;
-	HASHCTL		ctl;
-	long		timeout = 0;
-
-	/* handlers first, then unblock: no signal may find a default handler */
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-
-	/* no database: the launcher reads only the shared catalogs */
-	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
-	SetConfigOption("application_name", OBX_LAUNCHER_TYPE,
-					PGC_USERSET, PGC_S_SESSION);
-
-	obx_launcher_cxt = AllocSetContextCreate(TopMemoryContext,
-											 "krizaka_outbox launcher",
-											 ALLOCSET_DEFAULT_SIZES);
-	round_cxt = AllocSetContextCreate(obx_launcher_cxt,
-									  "krizaka_outbox launcher round",
-									  ALLOCSET_DEFAULT_SIZES);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(Oid);
-	ctl.entrysize = sizeof(LauncherDb);
-	ctl.hcxt = obx_launcher_cxt;
-	obx_dbs = hash_create("krizaka_outbox launcher databases", 16, &ctl,
-						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-
-	obx_launcher_attach();
-	ereport(LOG, (errmsg("krizaka_outbox launcher started")));
-
-	for (;;)
-	{
-		MemoryContext old;
-
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			obx_settings_changed();
-		}
-
-		MemoryContextReset(round_cxt);
-		old = MemoryContextSwitchTo(round_cxt);
-		timeout = obx_launcher_round();
-		MemoryContextSwitchTo(old);
-		pgstat_report_activity(STATE_IDLE, NULL);
-	}
-}
-
 /*
- * Publish the launcher's latch and take over the slots.  Workers left by a
- * previous launcher (which failed; its handles are lost with it) are
- * terminated and waited for, so that no database ever has two.
+ * Register the drain worker of a database, for the launcher: it is to take
+ * slot slotno of this launcher generation and connect as roleid.  Returns
+ * whether the postmaster had room for it; *handle is allocated in the
+ * current memory context.
  */
-static void
-obx_launcher_attach(void)
-{
-	TimestampTz deadline;
-	int			i;
-
-	/*
-	 * NB: before_shmem_exit, not on_shmem_exit: the published latch belongs
-	 * to our PGPROC, which ProcKill (an on_shmem_exit callback) hands back;
-	 * it must be withdrawn while it is still ours.
-	 */
-	before_shmem_exit(obx_launcher_detach, (Datum) 0);
-
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	OutboxShmem->launcher_pid = MyProcPid;
-	OutboxShmem->launcher_latch = MyLatch;
-	obx_generation = ++OutboxShmem->launcher_generation;
-	for (i = 0; i < OutboxShmem->nslots; i++)
-	{
-		OutboxWorkerSlot *slot = &OutboxShmem->slots[i];
-
-		if (slot->pid != 0)
-			(void) kill(slot->pid, SIGTERM);
-		else
-			memset(slot, 0, sizeof(OutboxWorkerSlot));
-	}
-	LWLockRelease(OutboxShmem->lock);
-
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   OBX_ORPHAN_WAIT_MS);
-	for (;;)
-	{
-		bool		left = false;
-
-		LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-		for (i = 0; i < OutboxShmem->nslots; i++)
-		{
-			OutboxWorkerSlot *slot = &OutboxShmem->slots[i];
-
-			if (slot->pid == 0)
-				memset(slot, 0, sizeof(OutboxWorkerSlot));
-			else
-				left = true;
-		}
-		LWLockRelease(OutboxShmem->lock);
-
-		if (!left || GetCurrentTimestamp() >= deadline)
-			break;
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
-}
-
-/* Withdraw the launcher's latch at exit. */
-static void
-obx_launcher_detach(int code, Datum arg)
-{
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (OutboxShmem->launcher_pid == MyProcPid)
-	{
-		OutboxShmem->launcher_pid = 0;
-		OutboxShmem->launcher_latch = NULL;
-	}
-	LWLockRelease(OutboxShmem->lock);
-}
-
-/* After a reload: messages logged once may be logged again. */
-static void
-obx_settings_changed(void)
-{
-	list_free_deep(obx_logged);
-	obx_logged = NIL;
-	obx_logged_no_bgworker = false;
-}
-
-/* Whether a message (by its key) is logged for the first time. */
-static bool
-obx_log_once(const char *key)
-{
-	ListCell   *lc;
-	MemoryContext old;
-
-	foreach(lc, obx_logged)
-	{
-		if (strcmp((char *) lfirst(lc), key) == 0)
-			return false;
-	}
-	old = MemoryContextSwitchTo(obx_launcher_cxt);
-	obx_logged = lappend(obx_logged, pstrdup(key));
-	MemoryContextSwitchTo(old);
-	return true;
-}
-
-/* Forget that a message was logged (its condition is over). */
-static void
-obx_log_again(const char *key)
-{
-	ListCell   *lc;
-
-	foreach(lc, obx_logged)
-	{
-		if (strcmp((char *) lfirst(lc), key) == 0)
-		{
-			pfree(lfirst(lc));
-			obx_logged = foreach_delete_current(obx_logged, lc);
-			return;
-		}
-	}
-}
-
-/*
- * One pass of the launcher: account for exited workers, find the targets,
- * then start or stop workers to match.  Returns how long to sleep, in ms.
- */
-static long
-obx_launcher_round(void)
-{
-	HASH_SEQ_STATUS seq;
-	LauncherDb *db;
-	Oid			roleid;
-	char	   *role_problem;
-	TimestampTz now;
-	long		timeout = OBX_LAUNCHER_NAPTIME_MS;
-	bool		star;
-
-	obx_reap_workers();
-	star = obx_scan_databases(&roleid, &role_problem);
-	obx_take_probe_requests();
-
-	now = GetCurrentTimestamp();
-	hash_seq_init(&seq, obx_dbs);
-	while ((db = (LauncherDb *) hash_seq_search(&seq)) != NULL)
-	{
-		if (db->handle != NULL)
-		{
-			/* running: stop it when no longer wanted, or to change its role */
-			if (!db->stopping && (!db->target || db->roleid != roleid))
-			{
-				TerminateBackgroundWorker(db->handle);
-				db->stopping = true;
-			}
-			continue;
-		}
-
-		if (!db->target)
-		{
-			obx_release_slot(db);
-			(void) hash_search(obx_dbs, &db->dboid, HASH_REMOVE, NULL);
-			continue;
-		}
-
-		/*
-		 * Every listed database has a row in worker_status(); with '*', only
-		 * those that have the extension.
-		 */
-		if (!star)
-			obx_keep_slot(db);
-		else if (db->no_extension)
-			obx_release_slot(db);
-
-		if (role_problem != NULL)
-		{
-			obx_show_problem(db, role_problem, star);
-			continue;
-		}
-
-		if (db->start_after > now)
-		{
-			timeout = Min(timeout,
-						  TimestampDifferenceMilliseconds(now, db->start_after));
-			continue;
-		}
-
-		obx_start_worker(db, roleid, now);
-		if (db->handle == NULL && db->start_after > now)
-			timeout = Min(timeout,
-						  TimestampDifferenceMilliseconds(now, db->start_after));
-	}
-
-	return timeout;
-}
-
-/*
- * Read pg_database and mark the target databases, and resolve the role the
- * workers connect as.  Sets *role_problem (and *roleid invalid) when that
- * role cannot be used.  Returns whether every database is a target ('*').
- */
-static bool
-obx_scan_databases(Oid *roleid, char **role_problem)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	HASH_SEQ_STATUS seq;
-	LauncherDb *db;
-	Relation	rel;
-	TableScanDesc scan;
-	HeapTuple	tup;
-	char	   *raw;
-	List	   *names = NIL;
-	List	   *found_names = NIL;
-	ListCell   *lc;
-	bool		star = false;
-
-	raw = pstrdup(outbox_worker_databases);
-	if (!SplitGUCList(raw, ',', &names))
-		names = NIL;			/* the check hook let nothing like that in */
-	if (list_length(names) == 1 && strcmp(linitial(names), "*") == 0)
-		star = true;
-
-	hash_seq_init(&seq, obx_dbs);
-	while ((db = (LauncherDb *) hash_seq_search(&seq)) != NULL)
-		db->target = false;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	(void) GetTransactionSnapshot();
-
-	rel = table_open(DatabaseRelationId, AccessShareLock);
-	scan = table_beginscan_catalog(rel, 0, NULL);
-	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
-	{
-		Form_pg_database form = (Form_pg_database) GETSTRUCT(tup);
-		const char *datname = NameStr(form->datname);
-		bool		listed = star;
-		bool		found;
-
-		foreach(lc, names)
-		{
-			if (!star && strcmp((char *) lfirst(lc), datname) == 0)
-				listed = true;
-		}
-		if (!listed)
-			continue;
-
-		MemoryContextSwitchTo(cxt);
-		if (!star)
-			found_names = lappend(found_names, pstrdup(datname));
-
-		if (form->datistemplate || !form->datallowconn ||
-			ObxDatabaseIsInvalid(form))
-		{
-			if (!star && obx_log_once(psprintf("noconn %s", datname)))
-				ereport(LOG,
-						(errmsg("krizaka_outbox runs no worker in database \"%s\"",
-								datname),
-						 errdetail("The database is a template or does not accept connections.")));
-			continue;
-		}
-
-		db = (LauncherDb *) hash_search(obx_dbs, &form->oid, HASH_ENTER, &found);
-		if (!found)
-		{
-			db->slotno = -1;
-			db->handle = NULL;
-			db->roleid = InvalidOid;
-			db->stopping = false;
-			db->no_extension = false;
-			db->probe_requested = false;
-			db->showing_problem = false;
-			db->start_after = 0;
-		}
-		db->datname = form->datname;
-		db->target = true;
-	}
-	table_endscan(scan);
-	table_close(rel, AccessShareLock);
-
-	obx_resolve_role(cxt, roleid, role_problem);
-
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(cxt);
-	pgstat_report_stat(false);
-
-	/* a listed database that does not exist: say so once, look again later */
-	foreach(lc, names)
-	{
-		char	   *name = (char *) lfirst(lc);
-		char	   *key = psprintf("missing %s", name);
-		ListCell   *fc;
-		bool		exists = star;
-
-		foreach(fc, found_names)
-			exists |= (strcmp((char *) lfirst(fc), name) == 0);
-
-		if (exists)
-			obx_log_again(key);
-		else if (obx_log_once(key))
-			ereport(LOG,
-					(errmsg("database \"%s\" named in %s does not exist",
-							name, "outbox.worker_databases"),
-					 errdetail("The krizaka_outbox worker starts once the database is created.")));
-	}
-
-	/* keep slot names current after ALTER DATABASE ... RENAME */
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	hash_seq_init(&seq, obx_dbs);
-	while ((db = (LauncherDb *) hash_seq_search(&seq)) != NULL)
-	{
-		if (db->slotno >= 0)
-			OutboxShmem->slots[db->slotno].datname = db->datname;
-	}
-	LWLockRelease(OutboxShmem->lock);
-
-	return star;
-}
-
-/*
- * The role the workers connect as: outbox.worker_role, or the bootstrap
- * superuser when it is empty.  A role that does not exist or cannot log in
- * stops all workers; the reason is logged once and shown by worker_status.
- * Runs inside the scan's transaction (pg_authid is a shared catalog); the
- * problem is allocated in cxt, which outlives it.
- */
-static void
-obx_resolve_role(MemoryContext cxt, Oid *roleid, char **role_problem)
-{
-	HeapTuple	tup;
-	MemoryContext old;
-	char	   *problem = NULL;
-
-	*roleid = InvalidOid;
-	*role_problem = NULL;
-	if (outbox_worker_role[0] == '\0')
-	{
-		*roleid = BOOTSTRAP_SUPERUSERID;
-		return;
-	}
-
-	tup = SearchSysCache1(AUTHNAME, CStringGetDatum(outbox_worker_role));
-	old = MemoryContextSwitchTo(cxt);
-	if (!HeapTupleIsValid(tup))
-	{
-		problem = psprintf("role \"%s\" named in %s does not exist",
-						   outbox_worker_role, "outbox.worker_role");
-		if (obx_log_once(problem))
-			ereport(WARNING,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("role \"%s\" named in %s does not exist",
-							outbox_worker_role, "outbox.worker_role"),
-					 errdetail("No krizaka_outbox worker runs until the setting is corrected.")));
-	}
-	else
-	{
-		Form_pg_authid form = (Form_pg_authid) GETSTRUCT(tup);
-
-		if (form->rolcanlogin)
-			*roleid = form->oid;
-		else
-		{
-			problem = psprintf("role \"%s\" named in %s is not permitted to log in",
-							   outbox_worker_role, "outbox.worker_role");
-			if (obx_log_once(problem))
-				ereport(WARNING,
-						(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
-						 errmsg("role \"%s\" named in %s is not permitted to log in",
-								outbox_worker_role, "outbox.worker_role"),
-						 errdetail("No krizaka_outbox worker runs until the setting is corrected.")));
-		}
-		ReleaseSysCache(tup);
-	}
-	MemoryContextSwitchTo(old);
-	*role_problem = problem;
-}
-
-/*
- * Take the databases where CREATE EXTENSION committed: start their worker
- * now rather than at the next periodic look.
- */
-static void
-obx_take_probe_requests(void)
-{
-	Oid			probes[OUTBOX_MAX_PROBES];
-	int			nprobes;
-	bool		probe_all;
-	int			i;
-	HASH_SEQ_STATUS seq;
-	LauncherDb *db;
-
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	nprobes = OutboxShmem->nprobes;
-	memcpy(probes, OutboxShmem->probes, nprobes * sizeof(Oid));
-	probe_all = OutboxShmem->probe_all;
-	OutboxShmem->nprobes = 0;
-	OutboxShmem->probe_all = false;
-	LWLockRelease(OutboxShmem->lock);
-
-	hash_seq_init(&seq, obx_dbs);
-	while ((db = (LauncherDb *) hash_seq_search(&seq)) != NULL)
-	{
-		bool		requested = probe_all;
-
-		for (i = 0; i < nprobes; i++)
-			requested |= (probes[i] == db->dboid);
-		if (!requested)
-			continue;
-
-		/*
-		 * A worker still running may have looked before the extension
-		 * existed; the flag makes its exit restart it at once.
-		 */
-		db->probe_requested = true;
-		if (db->handle == NULL)
-			db->start_after = 0;
-	}
-}
-
-/*
- * Account for workers that have exited, and decide when each comes back,
- * from the reason it left in its slot.
- */
-static void
-obx_reap_workers(void)
-{
-	HASH_SEQ_STATUS seq;
-	LauncherDb *db;
-
-	hash_seq_init(&seq, obx_dbs);
-	while ((db = (LauncherDb *) hash_seq_search(&seq)) != NULL)
-	{
-		OutboxWorkerSlot *slot;
-		OutboxWorkerExit reason;
-		BgwHandleStatus status;
-		TimestampTz now;
-		pid_t		pid;
-
-		if (db->handle == NULL)
-			continue;
-
-		status = GetBackgroundWorkerPid(db->handle, &pid);
-		if (status == BGWH_POSTMASTER_DIED)
-			proc_exit(1);
-		if (status != BGWH_STOPPED)
-			continue;
-
-		pfree(db->handle);
-		db->handle = NULL;
-
-		LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-		slot = &OutboxShmem->slots[db->slotno];
-		reason = slot->exit_reason;
-		if (slot->state == OBX_WORKER_STARTING)
-		{
-			/* it never got as far as its loop */
-			slot->state = OBX_WORKER_STOPPED;
-			reason = OBX_EXIT_ERROR;
-		}
-		LWLockRelease(OutboxShmem->lock);
-
-		now = GetCurrentTimestamp();
-		db->no_extension = (reason == OBX_EXIT_NO_EXTENSION);
-		switch (reason)
-		{
-			case OBX_EXIT_NO_EXTENSION:
-				db->start_after = db->probe_requested ? now :
-					TimestampTzPlusMilliseconds(now, OBX_PROBE_INTERVAL_MS);
-				break;
-			case OBX_EXIT_HELD_OFF:
-				db->start_after = now;	/* once the holdoff ends */
-				break;
-			case OBX_EXIT_ERROR:
-				db->start_after = TimestampTzPlusMilliseconds(now, OBX_ERROR_RESTART_MS);
-				break;
-			default:
-				db->start_after = db->stopping ? now :
-					TimestampTzPlusMilliseconds(now, OBX_RESTART_MS);
-				break;
-		}
-		db->stopping = false;
-		db->probe_requested = false;
-	}
-}
-
-/* Start the worker of a database, unless something keeps it away. */
-static void
-obx_start_worker(LauncherDb *db, Oid roleid, TimestampTz now)
+bool
+WorkerStart(int slotno, Oid dboid, const char *datname, Oid roleid,
+			uint32 generation, BackgroundWorkerHandle **handle)
 {
 	BackgroundWorker bgw;
 	OutboxWorkerArgs args;
-	MemoryContext old;
-	int			slotno;
-	bool		registered;
-
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (ShmemDatabaseHeldOff(db->dboid))
-	{
-		/* the holdoff's end wakes the launcher */
-		LWLockRelease(OutboxShmem->lock);
-		return;
-	}
-	slotno = obx_claim_slot(db);
-	if (slotno < 0)
-	{
-		LWLockRelease(OutboxShmem->lock);
-		db->start_after = TimestampTzPlusMilliseconds(now, OBX_START_RETRY_MS);
-		if (!obx_logged_no_bgworker)
-			ereport(LOG,
-					(errmsg("no free slot for a krizaka_outbox worker for database \"%s\"",
-							NameStr(db->datname)),
-					 errhint("Name fewer databases in %s or raise %s.",
-							 "outbox.worker_databases", "max_worker_processes")));
-		obx_logged_no_bgworker = true;
-		return;
-	}
-	OutboxShmem->slots[slotno].state = OBX_WORKER_STARTING;
-	OutboxShmem->slots[slotno].exit_reason = OBX_EXIT_NONE;
-	OutboxShmem->slots[slotno].generation = obx_generation;
-	if (db->showing_problem)
-		OutboxShmem->slots[slotno].last_error[0] = '\0';
-	db->showing_problem = false;
-	LWLockRelease(OutboxShmem->lock);
 
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -939,134 +125,18 @@ obx_start_worker(LauncherDb *db, Oid roleid, TimestampTz now)
 	strlcpy(bgw.bgw_library_name, OUTBOX_EXTENSION_NAME, BGW_MAXLEN);
 	strlcpy(bgw.bgw_function_name, "OutboxWorkerMain", BGW_MAXLEN);
 	snprintf(bgw.bgw_name, BGW_MAXLEN, "%s for database %s",
-			 OBX_WORKER_TYPE, NameStr(db->datname));
+			 OBX_WORKER_TYPE, datname);
 	strlcpy(bgw.bgw_type, OBX_WORKER_TYPE, BGW_MAXLEN);
 	bgw.bgw_main_arg = Int32GetDatum(slotno);
 	bgw.bgw_notify_pid = MyProcPid;
 
-	args.dboid = db->dboid;
-	args.roleid = (roleid == BOOTSTRAP_SUPERUSERID &&
-				   outbox_worker_role[0] == '\0') ? InvalidOid : roleid;
-	args.generation = obx_generation;
+	args.dboid = dboid;
+	args.roleid = roleid;
+	args.generation = generation;
 	memcpy(bgw.bgw_extra, &args, sizeof(args));
 
-	/* the handle must outlive this round */
-	old = MemoryContextSwitchTo(obx_launcher_cxt);
-	registered = RegisterDynamicBackgroundWorker(&bgw, &db->handle);
-	MemoryContextSwitchTo(old);
-
-	if (!registered)
-	{
-		db->handle = NULL;
-		LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-		OutboxShmem->slots[slotno].state = OBX_WORKER_STOPPED;
-		LWLockRelease(OutboxShmem->lock);
-		db->start_after = TimestampTzPlusMilliseconds(now, OBX_START_RETRY_MS);
-		if (!obx_logged_no_bgworker)
-			ereport(LOG,
-					(errmsg("could not start a krizaka_outbox worker for database \"%s\"",
-							NameStr(db->datname)),
-					 errdetail("All background worker slots are in use."),
-					 errhint("Raise %s.", "max_worker_processes")));
-		obx_logged_no_bgworker = true;
-		return;
-	}
-
-	obx_logged_no_bgworker = false;
-	db->roleid = roleid;
-	db->stopping = false;
-	db->probe_requested = false;
+	return RegisterDynamicBackgroundWorker(&bgw, handle);
 }
-
-/*
- * The database's slot, taking a free one if it has none; -1 when all are
- * taken.  The caller holds the lock exclusively.
- */
-static int
-obx_claim_slot(LauncherDb *db)
-{
-	int			i;
-
-	if (db->slotno >= 0)
-		return db->slotno;
-
-	for (i = 0; i < OutboxShmem->nslots; i++)
-	{
-		OutboxWorkerSlot *slot = &OutboxShmem->slots[i];
-
-		if (slot->dboid == InvalidOid)
-		{
-			memset(slot, 0, sizeof(OutboxWorkerSlot));
-			slot->dboid = db->dboid;
-			slot->datname = db->datname;
-			slot->state = OBX_WORKER_STOPPED;
-			db->slotno = i;
-			return i;
-		}
-	}
-	return -1;
-}
-
-/*
- * Give a listed database a slot even while no worker runs, so that
- * worker_status() shows it.
- */
-static void
-obx_keep_slot(LauncherDb *db)
-{
-	if (db->slotno >= 0)
-		return;
-
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (obx_claim_slot(db) >= 0 && db->no_extension)
-		OutboxShmem->slots[db->slotno].state = OBX_WORKER_NO_EXTENSION;
-	LWLockRelease(OutboxShmem->lock);
-}
-
-/* Give a database's slot back (its worker has exited). */
-static void
-obx_release_slot(LauncherDb *db)
-{
-	if (db->slotno < 0)
-		return;
-
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	memset(&OutboxShmem->slots[db->slotno], 0, sizeof(OutboxWorkerSlot));
-	LWLockRelease(OutboxShmem->lock);
-	db->slotno = -1;
-}
-
-/*
- * Show why no worker runs (a role that cannot be used) in the database's
- * slot.  A listed database gets a slot for it; with '*', only databases
- * known to have the extension (they have a slot already) show it.
- */
-static void
-obx_show_problem(LauncherDb *db, const char *problem, bool star)
-{
-	OutboxWorkerSlot *slot;
-
-	if (star && db->slotno < 0)
-		return;
-
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (obx_claim_slot(db) < 0)
-	{
-		LWLockRelease(OutboxShmem->lock);
-		return;
-	}
-	slot = &OutboxShmem->slots[db->slotno];
-	slot->state = OBX_WORKER_STOPPED;
-	strlcpy(slot->last_error, problem, sizeof(slot->last_error));
-	LWLockRelease(OutboxShmem->lock);
-	db->showing_problem = true;
-}
-
-
-/* ---------------------------------------------------------------------
- * Drain worker
- * ---------------------------------------------------------------------
- */
 
 /* Entry point of a drain worker. */
 void
@@ -1082,7 +152,20 @@ OutboxWorkerMain(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	if (!obx_worker_attach(DatumGetInt32(main_arg), &args, &held_off))
+	/*
+	 * Publish our pid and latch in the slot the launcher gave us.
+	 *
+	 * NB: the exit callback is a before_shmem_exit one, not on_shmem_exit:
+	 * the published latch belongs to our PGPROC, which ProcKill (an
+	 * on_shmem_exit callback) hands back, and it must be withdrawn while it
+	 * is still ours.  It also runs after the transaction abort of
+	 * ShutdownPostgres (registered later, run earlier), and before the
+	 * postmaster tells the launcher we are gone, so the launcher always
+	 * finds the exit reason in the slot.
+	 */
+	before_shmem_exit(obx_worker_detach, (Datum) 0);
+	if (!ShmemWorkerAttach(DatumGetInt32(main_arg), args.dboid,
+						   args.generation, &held_off))
 		proc_exit(0);			/* registered by an earlier launcher */
 
 	/*
@@ -1115,105 +198,30 @@ OutboxWorkerMain(Datum main_arg)
 }
 
 /*
- * Publish our pid and latch in the slot the launcher gave us.  Returns
- * false when the slot is no longer ours (a new launcher has taken over).
- * Sets *held_off when the database must be left alone.
+ * Exit callback: withdraw our pid and latch, and leave the exit reason for
+ * the launcher.  A failing exit whose last error is not the termination
+ * request (SIGTERM's FATAL) was caused by that error.
  */
-static bool
-obx_worker_attach(int slotno, const OutboxWorkerArgs *args, bool *held_off)
-{
-	OutboxWorkerSlot *slot;
-
-	*held_off = false;
-	if (OutboxShmem == NULL || slotno < 0 || slotno >= OutboxShmem->nslots)
-		return false;
-
-	/*
-	 * NB: before_shmem_exit, not on_shmem_exit, for the same reason as the
-	 * launcher's; it also runs after the transaction abort of
-	 * ShutdownPostgres (registered later, run earlier), and before the
-	 * postmaster tells the launcher we are gone, so the launcher always
-	 * finds the exit reason in the slot.
-	 */
-	before_shmem_exit(obx_worker_detach, (Datum) 0);
-
-	slot = &OutboxShmem->slots[slotno];
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (slot->dboid != args->dboid || slot->generation != args->generation ||
-		slot->pid != 0)
-	{
-		LWLockRelease(OutboxShmem->lock);
-		return false;
-	}
-	slot->pid = MyProcPid;
-	slot->latch = MyLatch;
-	slot->state = OBX_WORKER_STARTING;
-	slot->exit_reason = OBX_EXIT_NONE;
-	slot->started_at = GetCurrentTimestamp();
-	slot->last_round_at = 0;
-	slot->delivered = 0;
-	slot->failed = 0;
-	*held_off = ShmemDatabaseHeldOff(args->dboid);
-	obx_my_slot = slot;
-	LWLockRelease(OutboxShmem->lock);
-
-	return true;
-}
-
-/* Withdraw our pid and latch, and leave the exit reason for the launcher. */
 static void
 obx_worker_detach(int code, Datum arg)
 {
-	OutboxWorkerSlot *slot = obx_my_slot;
+	bool		failed = (code != 0 && obx_error_message[0] != '\0' &&
+						  obx_error_code != ERRCODE_ADMIN_SHUTDOWN);
 
-	if (slot == NULL)
-		return;
-
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	if (slot->pid == MyProcPid)
-	{
-		/* terminated to make way for DROP DATABASE and the like? */
-		if (obx_my_exit == OBX_EXIT_NONE && ShmemDatabaseHeldOff(slot->dboid))
-			obx_my_exit = OBX_EXIT_HELD_OFF;
-
-		/*
-		 * A failing exit whose last error is not the termination request
-		 * (SIGTERM's FATAL) was caused by that error.
-		 */
-		if (obx_my_exit == OBX_EXIT_NONE && code != 0 &&
-			obx_error_message[0] != '\0' &&
-			obx_error_code != ERRCODE_ADMIN_SHUTDOWN)
-		{
-			obx_my_exit = OBX_EXIT_ERROR;
-			strlcpy(slot->last_error, obx_error_message,
-					sizeof(slot->last_error));
-		}
-
-		slot->pid = 0;
-		slot->latch = NULL;
-		slot->exit_reason = (obx_my_exit == OBX_EXIT_NONE) ?
-			OBX_EXIT_TERMINATED : obx_my_exit;
-		slot->state = (obx_my_exit == OBX_EXIT_NO_EXTENSION) ?
-			OBX_WORKER_NO_EXTENSION : OBX_WORKER_STOPPED;
-	}
-	LWLockRelease(OutboxShmem->lock);
-	obx_my_slot = NULL;
+	ShmemWorkerDetach(obx_my_exit, failed ? obx_error_message : NULL);
 }
 
 /*
  * The worker's loop: wait, then one round.  The first wait has no timeout,
- * so the first round runs at once.
+ * so the first round runs at once.  The round keeps what it allocates in a
+ * memory context of its own, which it deletes.
  */
 static void
 obx_worker_loop(void)
 {
-	MemoryContext round_cxt;
 	Oid			delivering_role = GetUserId();
 	long		timeout = 0;
 
-	round_cxt = AllocSetContextCreate(TopMemoryContext,
-									  "krizaka_outbox worker round",
-									  ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
 		TimestampTz next_wake = DT_NOEND;
@@ -1221,25 +229,8 @@ obx_worker_loop(void)
 		int64		failed = 0;
 		bool		ran;
 
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout, PG_WAIT_EXTENSION);
-
-		/*
-		 * Reset before the round: a commit that wakes us during the round
-		 * sets the latch again, and the next wait returns at once.
-		 */
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-
+		(void) WorkerWaitForWork(timeout);
 		MemoryContextSwitchTo(TopMemoryContext);
-		MemoryContextReset(round_cxt);
 
 		if (!obx_extension_installed())
 		{
@@ -1248,14 +239,12 @@ obx_worker_loop(void)
 			proc_exit(0);
 		}
 
-		obx_worker_set_running();
-		MemoryContextSwitchTo(round_cxt);
+		ShmemWorkerRoundBegins();
 		ran = DrainDatabaseRound(delivering_role, &next_wake,
 								 &delivered, &failed);
-		MemoryContextSwitchTo(TopMemoryContext);
 
 		timeout = obx_worker_sleep_ms(ran, next_wake, delivered + failed);
-		obx_worker_round_done(ran, delivered, failed);
+		ShmemWorkerRoundEnds(ran, delivered, failed);
 		pgstat_report_activity(STATE_IDLE, NULL);
 	}
 }
@@ -1276,36 +265,6 @@ obx_extension_installed(void)
 	CommitTransactionCommand();
 
 	return installed;
-}
-
-/* Show that a round is under way. */
-static void
-obx_worker_set_running(void)
-{
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	obx_my_slot->state = OBX_WORKER_RUNNING;
-	LWLockRelease(OutboxShmem->lock);
-}
-
-/*
- * Record a finished round.  last_round_at moves only when the round ran:
- * one that could not (tables locked or missing) leaves it behind, which is
- * what a monitor should see.
- */
-static void
-obx_worker_round_done(bool ran, int64 delivered, int64 failed)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	LWLockAcquire(OutboxShmem->lock, LW_EXCLUSIVE);
-	obx_my_slot->state = OBX_WORKER_SLEEPING;
-	if (ran)
-	{
-		obx_my_slot->last_round_at = now;
-		obx_my_slot->delivered += delivered;
-		obx_my_slot->failed += failed;
-	}
-	LWLockRelease(OutboxShmem->lock);
 }
 
 /*
@@ -1349,94 +308,4 @@ obx_worker_log_hook(ErrorData *edata)
 
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
-}
-
-
-/* ---------------------------------------------------------------------
- * outbox.worker_status()
- * ---------------------------------------------------------------------
- */
-
-/* The name worker_status() shows for a state. */
-static const char *
-obx_state_name(OutboxWorkerState state)
-{
-	switch (state)
-	{
-		case OBX_WORKER_STARTING:
-			return "starting";
-		case OBX_WORKER_RUNNING:
-			return "running";
-		case OBX_WORKER_SLEEPING:
-			return "sleeping";
-		case OBX_WORKER_NO_EXTENSION:
-			return "no extension";
-		case OBX_WORKER_STOPPED:
-		case OBX_WORKER_FREE:
-			break;
-	}
-	return "stopped";
-}
-
-/* qsort comparator: slots by database name. */
-static int
-obx_compare_slots(const void *a, const void *b)
-{
-	return strcmp(NameStr(((const OutboxWorkerSlot *) a)->datname),
-				  NameStr(((const OutboxWorkerSlot *) b)->datname));
-}
-
-/*
- * outbox.worker_status(): one row per database the launcher serves, from a
- * copy of the slots taken under the lock, ordered by database name.
- */
-Datum
-outbox_worker_status(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo;
-	OutboxWorkerSlot *copy;
-	int			n = 0;
-	int			i;
-
-	if (!outbox_preloaded || OutboxShmem == NULL)
-		obx_error_not_preloaded();
-
-	InitMaterializedSRF(fcinfo, 0);
-	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-
-	copy = palloc(sizeof(OutboxWorkerSlot) * OutboxShmem->nslots);
-	LWLockAcquire(OutboxShmem->lock, LW_SHARED);
-	for (i = 0; i < OutboxShmem->nslots; i++)
-	{
-		if (OutboxShmem->slots[i].dboid != InvalidOid)
-			copy[n++] = OutboxShmem->slots[i];
-	}
-	LWLockRelease(OutboxShmem->lock);
-
-	qsort(copy, n, sizeof(OutboxWorkerSlot), obx_compare_slots);
-
-	for (i = 0; i < n; i++)
-	{
-		OutboxWorkerSlot *slot = &copy[i];
-		Datum		values[OBX_STATUS_COLUMNS];
-		bool		nulls[OBX_STATUS_COLUMNS];
-
-		memset(nulls, 0, sizeof(nulls));
-		values[0] = NameGetDatum(&slot->datname);
-		values[1] = Int32GetDatum(slot->pid);
-		nulls[1] = (slot->pid == 0);
-		values[2] = CStringGetTextDatum(obx_state_name(slot->state));
-		values[3] = TimestampTzGetDatum(slot->started_at);
-		nulls[3] = (slot->started_at == 0);
-		values[4] = TimestampTzGetDatum(slot->last_round_at);
-		nulls[4] = (slot->last_round_at == 0);
-		values[5] = Int64GetDatum(slot->delivered);
-		values[6] = Int64GetDatum(slot->failed);
-		values[7] = CStringGetTextDatum(slot->last_error);
-		nulls[7] = (slot->last_error[0] == '\0');
-
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-
-	return (Datum) 0;
 }

@@ -52,12 +52,6 @@ extern int	CheckBatchSize(Datum value, bool isnull);
 extern int	CheckLeaseSeconds(Datum value, bool isnull);
 extern text *ClipErrorText(const char *str, int len);
 
-/* identifiers (outbox_uuid.c) */
-extern void GenerateUuidV7(pg_uuid_t *uuid);
-
-/* backoff (outbox_backoff.c) */
-extern int64 BackoffDelaySeconds(int attempts, int base_seconds, int max_seconds);
-
 /* envelope (outbox_envelope.c) */
 extern Jsonb *BuildEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created_at,
 							Jsonb *payload);

@@ -23,6 +23,7 @@
 #include "utils/timestamp.h"
 
 #include "outbox.h"
+#include "outbox_uuid.h"
 
 PG_FUNCTION_INFO_V1(outbox_append);
 PG_FUNCTION_INFO_V1(outbox_append_batch);

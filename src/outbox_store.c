@@ -44,6 +44,7 @@
 #include "utils/timestamp.h"
 
 #include "outbox.h"
+#include "outbox_backoff.h"
 
 /* A saved plan and the text it is prepared from */
 typedef struct StorePlan

@@ -11,6 +11,7 @@ OBJS = \
 	src/outbox_drain.o \
 	src/outbox_envelope.o \
 	src/outbox_guc.o \
+	src/outbox_identity.o \
 	src/outbox_notify.o \
 	src/outbox_remote.o \
 	src/outbox_route.o \

@@ -122,15 +122,8 @@ extern bool StoreRouteDelete(text *topic);
 extern List *StoreRouteList(text *topic);
 extern List *StoreRoutedTopics(void);
 
-typedef struct StoreIdentity
-{
-	Oid			userid;
-	int			sec_context;
-} StoreIdentity;
-
-extern bool StoreTryLock(void);
-extern void StoreBecomeOwner(StoreIdentity *save);
-extern void StoreRestoreIdentity(const StoreIdentity *save);
+/* the identity the store is used under (outbox_identity.c) */
+#include "outbox_identity.h"
 
 /* delivery: routes, one delivery round, drain_once (outbox_route.c, outbox_drain.c) */
 extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,

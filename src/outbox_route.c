@@ -41,7 +41,7 @@ outbox_route_notify(PG_FUNCTION_ARGS)
 /*
  * outbox.route_remote(topic, server, command): deliver topic by running
  * command on server.  Runs as its caller, whose rights on the server are
- * checked, and switches to the owner only to store the route.
+ * checked, and switches to the extension owner only to store the route.
  */
 Datum
 outbox_route_remote(PG_FUNCTION_ARGS)
@@ -51,7 +51,7 @@ outbox_route_remote(PG_FUNCTION_ARGS)
 	char	   *server;
 	text	   *command;
 	char	   *command_str;
-	StoreIdentity save;
+	SavedIdentity save;
 
 	CheckNotNull(PG_ARGISNULL(1), "server");
 	server = NameStr(*PG_GETARG_NAME(1));
@@ -71,9 +71,9 @@ outbox_route_remote(PG_FUNCTION_ARGS)
 	RemoteCheckCommand(command_str);
 	RemoteCheckRoute(server, caller);
 
-	StoreBecomeOwner(&save);
+	IdentityBecomeExtensionOwner(&save);
 	StoreRouteSet(topic, "remote", NULL, server, command, caller);
-	StoreRestoreIdentity(&save);
+	IdentityRestore(&save);
 
 	RoutesChangedAtCommit();
 	PG_RETURN_VOID();

@@ -31,16 +31,13 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
-#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "outbox.h"
@@ -1072,68 +1069,6 @@ StoreRouteList(text *topic)
 	}
 	obx_finish();
 	return routes;
-}
-
-/*
- * Lock outbox.routes and outbox.message for a round of delivery, without
- * waiting: false when the extension's tables are missing or a concurrent
- * DROP EXTENSION (or anything else taking a strong lock) holds them, so
- * that delivery never blocks such a command.  Needs a transaction.
- */
-bool
-StoreTryLock(void)
-{
-	Oid			nsp = get_namespace_oid("outbox", true);
-	Oid			routes;
-	Oid			message;
-
-	if (!OidIsValid(nsp))
-		return false;
-	routes = get_relname_relid("routes", nsp);
-	message = get_relname_relid("message", nsp);
-	if (!OidIsValid(routes) || !OidIsValid(message))
-		return false;
-	if (!ConditionalLockRelationOid(routes, RowExclusiveLock))
-		return false;
-	if (!ConditionalLockRelationOid(message, RowExclusiveLock))
-		return false;
-	return true;
-}
-
-/*
- * Run the following statements as the owner of the outbox tables (the
- * extension's owner), keeping the caller's identity in *save.  Used where a
- * function must act as its caller for some things (a remote connection) and
- * as the owner for the tables.  An error restores the identity by itself:
- * transaction abort resets it.
- */
-void
-StoreBecomeOwner(StoreIdentity *save)
-{
-	Oid			nsp = get_namespace_oid("outbox", false);
-	Oid			relid = get_relname_relid("message", nsp);
-	HeapTuple	tup;
-	Oid			owner;
-
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation \"outbox.message\" does not exist")));
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-
-	GetUserIdAndSecContext(&save->userid, &save->sec_context);
-	SetUserIdAndSecContext(owner, save->sec_context | SECURITY_LOCAL_USERID_CHANGE);
-}
-
-/* Return to the identity saved by StoreBecomeOwner. */
-void
-StoreRestoreIdentity(const StoreIdentity *save)
-{
-	SetUserIdAndSecContext(save->userid, save->sec_context);
 }
 
 /*

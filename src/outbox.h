@@ -46,11 +46,7 @@ extern int	outbox_retention_days;
 extern void OutboxGucInit(void);
 
 /* argument checks (outbox_validate.c) */
-extern text *CheckName(Datum value, bool isnull, const char *what);
-extern void CheckNotNull(bool isnull, const char *what);
-extern int	CheckBatchSize(Datum value, bool isnull);
-extern int	CheckLeaseSeconds(Datum value, bool isnull);
-extern text *ClipErrorText(const char *str, int len);
+#include "outbox_validate.h"
 
 /* envelope (outbox_envelope.c) */
 extern Jsonb *BuildEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created_at,

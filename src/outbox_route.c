@@ -48,31 +48,16 @@ outbox_route_remote(PG_FUNCTION_ARGS)
 {
 	Oid			caller = GetUserId();
 	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
-	char	   *server;
-	text	   *command;
-	char	   *command_str;
+	char	   *server = CheckServerName(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	char	   *command = CheckCommand(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
 	SavedIdentity save;
 
-	CheckNotNull(PG_ARGISNULL(1), "server");
-	server = NameStr(*PG_GETARG_NAME(1));
-	if (server[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("server must not be empty")));
-
-	CheckNotNull(PG_ARGISNULL(2), "command");
-	command = PG_GETARG_TEXT_PP(2);
-	command_str = text_to_cstring(command);
-	if (command_str[strspn(command_str, " \t\r\n\f\v")] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("command must not be empty")));
-
-	RemoteCheckCommand(command_str);
+	RemoteCheckCommand(command);
 	RemoteCheckRoute(server, caller);
 
 	IdentityBecomeExtensionOwner(&save);
-	StoreRouteSet(topic, "remote", NULL, server, command, caller);
+	StoreRouteSet(topic, "remote", NULL, server, cstring_to_text(command),
+				  caller);
 	IdentityRestore(&save);
 
 	RoutesChangedAtCommit();

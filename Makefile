@@ -7,6 +7,7 @@ MODULE_big = krizaka_outbox
 OBJS = \
 	src/krizaka_outbox.o \
 	src/outbox_api.o \
+	src/outbox_api_routes.o \
 	src/outbox_backoff.o \
 	src/outbox_drain.o \
 	src/outbox_envelope.o \
@@ -14,7 +15,6 @@ OBJS = \
 	src/outbox_identity.o \
 	src/outbox_notify.o \
 	src/outbox_remote.o \
-	src/outbox_route.o \
 	src/outbox_shmem.o \
 	src/outbox_store.o \
 	src/outbox_uuid.o \

@@ -121,7 +121,7 @@ extern List *StoreRoutedTopics(void);
 /* the identity the store is used under (outbox_identity.c) */
 #include "outbox_identity.h"
 
-/* delivery: routes, one delivery round, drain_once (outbox_route.c, outbox_drain.c) */
+/* delivery: routes, one delivery round, drain_once (outbox_api_routes.c, outbox_drain.c) */
 extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 							   int64 *delivered, int64 *failed);
 

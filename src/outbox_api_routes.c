@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * outbox_route.c
- *		route_notify, route_remote and unroute: where a topic is delivered.
+ * outbox_api_routes.c
+ *		The SQL-callable functions that say where a topic is delivered:
+ *		route_notify, route_remote and unroute.
  *
  * A topic has at most one route, kept in outbox.routes: a NOTIFY channel,
  * or a command run on a remote PostgreSQL database named by a foreign

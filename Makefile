@@ -16,7 +16,10 @@ OBJS = \
 	src/outbox_notify.o \
 	src/outbox_remote.o \
 	src/outbox_shmem.o \
+	src/outbox_spi.o \
 	src/outbox_store.o \
+	src/outbox_store_claim.o \
+	src/outbox_store_routes.o \
 	src/outbox_uuid.o \
 	src/outbox_validate.o \
 	src/outbox_wakeup.o \

@@ -5,8 +5,10 @@
  *		fail, extend, retry_dead, purge, consume_once and the envelope.
  *
  * Each function checks every argument first (outbox_validate.c), reads the
- * wall clock once, and hands the work to the store (outbox_store.c).  A call
- * that fails a check has run no statement and changed nothing.
+ * wall clock once, and hands the work to the store (outbox_store.c,
+ * outbox_store_claim.c).  A call that fails a check has run no statement
+ * and changed nothing.  The routes have their own SQL functions
+ * (outbox_api_routes.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -20,7 +22,9 @@
 #include "utils/timestamp.h"
 
 #include "outbox.h"
+#include "outbox_store.h"
 #include "outbox_uuid.h"
+#include "outbox_validate.h"
 
 PG_FUNCTION_INFO_V1(outbox_append);
 PG_FUNCTION_INFO_V1(outbox_append_batch);
@@ -50,22 +54,23 @@ outbox_append(PG_FUNCTION_ARGS)
 	text	   *type = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "type");
 	Jsonb	   *payload;
 	pg_uuid_t  *id;
-	bool		is_new = PG_ARGISNULL(3);
 	TimestampTz available_at;
 
 	CheckNotNull(PG_ARGISNULL(2), "payload");
 	payload = PG_GETARG_JSONB_P(2);
 	available_at = CheckAvailableAt(PG_GETARG_DATUM(4), PG_ARGISNULL(4), now);
 
-	if (is_new)
+	if (PG_ARGISNULL(3))
 	{
 		id = palloc(sizeof(pg_uuid_t));
 		GenerateUuidV7(id);
+		StoreAppendNew(topic, type, payload, id, available_at);
 	}
 	else
+	{
 		id = PG_GETARG_UUID_P(3);
-
-	StoreAppend(topic, type, payload, id, is_new, available_at);
+		StoreAppend(topic, type, payload, id, available_at);
+	}
 	WakeWorkerForTopic(topic);
 	PG_RETURN_UUID_P(id);
 }
@@ -104,9 +109,9 @@ outbox_append_batch(PG_FUNCTION_ARGS)
 	}
 
 	StoreAppendBatch(topic, type,
-					 PointerGetDatum(construct_array(ids, n, UUIDOID, UUID_LEN,
-													 false, TYPALIGN_CHAR)),
-					 PointerGetDatum(payloads), now);
+					 construct_array(ids, n, UUIDOID, UUID_LEN, false,
+									 TYPALIGN_CHAR),
+					 payloads, now);
 	WakeWorkerForTopic(topic);
 
 	for (i = 0; i < n; i++)
@@ -137,7 +142,7 @@ outbox_claim(PG_FUNCTION_ARGS)
 	req.max_attempts = outbox_max_attempts;
 
 	InitMaterializedSRF(fcinfo, 0);
-	StoreClaim(&req, rsinfo->setDesc, rsinfo->setResult, NULL);
+	StoreClaimToTuplestore(&req, rsinfo->setDesc, rsinfo->setResult);
 	PG_RETURN_NULL();
 }
 
@@ -149,7 +154,7 @@ outbox_complete(PG_FUNCTION_ARGS)
 	pg_uuid_t  *id = CheckUuid(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "id");
 	text	   *owner = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "owner");
 
-	PG_RETURN_BOOL(StoreComplete(UUIDPGetDatum(id), false, owner, now) > 0);
+	PG_RETURN_BOOL(StoreComplete(id, owner, now));
 }
 
 /* outbox.complete_many(ids, owner) returns integer */
@@ -166,7 +171,7 @@ outbox_complete_many(PG_FUNCTION_ARGS)
 	if (n == 0)
 		PG_RETURN_INT32(0);
 
-	PG_RETURN_INT32((int32) StoreComplete(PointerGetDatum(ids), true, owner, now));
+	PG_RETURN_INT32((int32) StoreCompleteMany(ids, owner, now));
 }
 
 /* outbox.fail(id, owner, error) returns boolean */
@@ -200,7 +205,7 @@ outbox_retry_dead(PG_FUNCTION_ARGS)
 	TimestampTz now = GetCurrentTimestamp();
 	pg_uuid_t  *id = CheckUuid(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "id");
 
-	if (StoreRetryDead(id, NULL, now) == 0)
+	if (!StoreRetryDead(id, now))
 		PG_RETURN_BOOL(false);
 	WakeWorkerAtCommit();
 	PG_RETURN_BOOL(true);
@@ -212,8 +217,7 @@ outbox_retry_dead_topic(PG_FUNCTION_ARGS)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
-
-	int64		revived = StoreRetryDead(NULL, topic, now);
+	int64		revived = StoreRetryDeadTopic(topic, now);
 
 	if (revived > 0)
 		WakeWorkerAtCommit();
@@ -281,9 +285,10 @@ Datum
 outbox_envelope_by_id(PG_FUNCTION_ARGS)
 {
 	pg_uuid_t  *id = CheckUuid(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "id");
-	Jsonb	   *env = StoreEnvelopeById(id);
+	EnvelopeRow row;
 
-	if (env == NULL)
+	if (!StoreEnvelopeById(id, &row))
 		PG_RETURN_NULL();
-	PG_RETURN_JSONB_P(env);
+	PG_RETURN_JSONB_P(BuildEnvelope(&row.id, row.event_type, row.created_at,
+									row.payload));
 }

@@ -7,8 +7,9 @@
  * A topic has at most one route, kept in outbox.routes: a NOTIFY channel,
  * or a command run on a remote PostgreSQL database named by a foreign
  * server.  Routes are checked on the way in, so a bad channel, an unknown
- * server or a command that does not parse is refused with nothing stored.
- * Setting a route wakes the worker, which delivers the topic from then on.
+ * server or a command that does not parse is refused with nothing stored
+ * (outbox_store_routes.c stores them).  Setting a route wakes the worker,
+ * which delivers the topic from then on.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,9 +17,11 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "utils/builtins.h"
 
 #include "outbox.h"
+#include "outbox_identity.h"
+#include "outbox_store_routes.h"
+#include "outbox_validate.h"
 
 PG_FUNCTION_INFO_V1(outbox_route_notify);
 PG_FUNCTION_INFO_V1(outbox_route_remote);
@@ -34,7 +37,7 @@ outbox_route_notify(PG_FUNCTION_ARGS)
 	CheckChannel(channel);
 
 	/* a SECURITY DEFINER function: the session's role made the route */
-	StoreRouteSet(topic, "notify", channel, NULL, NULL, GetOuterUserId());
+	StoreRouteSetNotify(topic, channel, GetOuterUserId());
 	RoutesChangedAtCommit();
 	PG_RETURN_VOID();
 }
@@ -57,8 +60,7 @@ outbox_route_remote(PG_FUNCTION_ARGS)
 	RemoteCheckRoute(server, caller);
 
 	IdentityBecomeExtensionOwner(&save);
-	StoreRouteSet(topic, "remote", NULL, server, cstring_to_text(command),
-				  caller);
+	StoreRouteSetRemote(topic, server, command, caller);
 	IdentityRestore(&save);
 
 	RoutesChangedAtCommit();

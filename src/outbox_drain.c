@@ -157,7 +157,7 @@ obx_claim(DrainState *st, OutboxRoute *route, List **messages)
 	ClaimRequest req;
 
 	obx_claim_request(st, route, st->batch_size, &req);
-	st->claimed = StoreClaim(&req, NULL, NULL, messages);
+	st->claimed = StoreClaimMessages(&req, messages);
 	return st->claimed;
 }
 
@@ -261,10 +261,10 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 	}
 
 	if (done != NIL)
-		st->delivered += StoreComplete(obx_uuid_array(done), true, st->owner,
-									   GetCurrentTimestamp());
+		st->delivered += StoreCompleteMany(DatumGetArrayTypeP(obx_uuid_array(done)),
+										   st->owner, GetCurrentTimestamp());
 	if (late != NIL)
-		StoreRelease(obx_uuid_array(late), st->owner);
+		StoreRelease(DatumGetArrayTypeP(obx_uuid_array(late)), st->owner);
 }
 
 /*

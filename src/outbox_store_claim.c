@@ -33,6 +33,14 @@
 #include "outbox_store.h"
 
 /*
+ * The last_error of a message whose lease expired on its last allowed
+ * attempt; max names the parameter that holds the allowed attempts.
+ */
+#define LEASE_EXPIRED_ERROR(max) \
+	"pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s'," \
+	" m.lease_owner, m.attempts, " max ")"
+
+/*
  * Before a claim: every message of the topic(s) whose lease expired on its
  * last allowed attempt becomes dead.  Leased messages are found through the
  * small partial index of leases.
@@ -41,8 +49,7 @@
  */
 #define DEAD_MARK_SET \
 	"UPDATE outbox.message m SET dead_at = $2, leased_until = NULL," \
-	" last_error = pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s'," \
-	"   m.lease_owner, m.attempts, $3) " \
+	" last_error = " LEASE_EXPIRED_ERROR("$3") " " \
 	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	" SELECT c.id FROM outbox.message c" \
 	" WHERE c.leased_until OPERATOR(pg_catalog.<=) $2" \
@@ -63,37 +70,51 @@ static SavedStatement stmt_dead_mark_any = {
 };
 
 /*
- * Claim: one UPDATE over the oldest claimable messages, locked with SKIP
- * LOCKED so that concurrent claims take disjoint rows.  The dead-marking
- * statement above runs first; a candidate whose last allowed lease expired
- * after it (or that it skipped because it was locked) is marked dead here
- * too, instead of being leased again.
+ * A candidate of the claim whose lease expired on its last allowed attempt
+ * ($6), after the dead-marking statement ran (or that it skipped because it
+ * was locked): it is marked dead here too, instead of being leased again.
+ * Every CASE of the claim reads this one condition.  The candidates reach
+ * the UPDATE as an array of ids (= ANY (ARRAY(...))), the form that keeps
+ * the claim on its index with SKIP LOCKED, so the condition cannot be
+ * computed once in the subselect and carried along.
+ */
+#define CLAIM_EXPIRED_LAST \
+	"m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6"
+
+/*
+ * The claim's UPDATE, up to its candidates.
  *
  * $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts
  */
 #define CLAIM_UPDATE \
 	"claimed AS (UPDATE outbox.message m SET " \
-	" attempts = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
+	" attempts = CASE WHEN " CLAIM_EXPIRED_LAST \
 	"   THEN m.attempts ELSE m.attempts OPERATOR(pg_catalog.+) 1 END," \
-	" leased_until = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
+	" leased_until = CASE WHEN " CLAIM_EXPIRED_LAST \
 	"   THEN NULL ELSE $5 END," \
-	" lease_owner = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
+	" lease_owner = CASE WHEN " CLAIM_EXPIRED_LAST \
 	"   THEN m.lease_owner ELSE $4 END," \
-	" dead_at = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
+	" dead_at = CASE WHEN " CLAIM_EXPIRED_LAST \
 	"   THEN $2 END," \
-	" last_error = CASE WHEN m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6" \
-	"   THEN pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s', m.lease_owner, m.attempts, $6)" \
+	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST \
+	"   THEN " LEASE_EXPIRED_ERROR("$6") \
 	"   ELSE m.last_error END " \
 	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
 
-#define CLAIM_DUE \
-	" c.delivered_at IS NULL AND c.dead_at IS NULL" \
-	" AND c.available_at OPERATOR(pg_catalog.<=) $2" \
-	" AND (c.leased_until IS NULL OR c.leased_until OPERATOR(pg_catalog.<=) $2)"
+/* A message of alias a is due at $2 (or expired on its last attempt) */
+#define CLAIM_DUE(a) \
+	" " a ".delivered_at IS NULL AND " a ".dead_at IS NULL" \
+	" AND " a ".available_at OPERATOR(pg_catalog.<=) $2" \
+	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)"
 
+/* The claim's end: lock the oldest candidates, return the leased rows */
 #define CLAIM_END \
+	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED" \
 	")) RETURNING m.*) " \
 	"SELECT * FROM claimed ORDER BY available_at, id"
+
+#define CLAIM_ARGTYPES \
+	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
 
 /*
  * A claim across all topics has no index of its own (one would cost every
@@ -117,10 +138,10 @@ static SavedStatement stmt_dead_mark_any = {
 static SavedStatement stmt_claim_topic = {
 	"WITH " CLAIM_UPDATE
 	" SELECT c.id FROM outbox.message c"
-	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE
-	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED" CLAIM_END,
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c")
+	CLAIM_END,
 	SPI_OK_SELECT,
-	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
+	CLAIM_ARGTYPES
 };
 
 static SavedStatement stmt_claim_any = {
@@ -129,17 +150,14 @@ static SavedStatement stmt_claim_any = {
 	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
 	"  SELECT x.id FROM topics t, LATERAL ("
 	"   SELECT o.id, o.available_at FROM outbox.message o"
-	"   WHERE o.topic OPERATOR(pg_catalog.=) t.topic"
-	"   AND o.delivered_at IS NULL AND o.dead_at IS NULL"
-	"   AND o.available_at OPERATOR(pg_catalog.<=) $2"
-	"   AND (o.leased_until IS NULL OR o.leased_until OPERATOR(pg_catalog.<=) $2)"
+	"   WHERE o.topic OPERATOR(pg_catalog.=) t.topic AND" CLAIM_DUE("o")
 	"   ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2) x"
 	"  WHERE t.topic IS NOT NULL"
 	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))"
-	" AND " CLAIM_DUE
-	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED" CLAIM_END,
+	" AND " CLAIM_DUE("c")
+	CLAIM_END,
 	SPI_OK_SELECT,
-	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
+	CLAIM_ARGTYPES
 };
 
 /*

@@ -7,16 +7,20 @@ MODULE_big = krizaka_outbox
 OBJS = \
 	src/krizaka_outbox.o \
 	src/outbox_api.o \
+	src/outbox_api_routes.o \
 	src/outbox_backoff.o \
 	src/outbox_drain.o \
 	src/outbox_envelope.o \
 	src/outbox_guc.o \
+	src/outbox_identity.o \
 	src/outbox_launcher.o \
 	src/outbox_notify.o \
 	src/outbox_remote.o \
-	src/outbox_route.o \
 	src/outbox_shmem.o \
+	src/outbox_spi.o \
 	src/outbox_store.o \
+	src/outbox_store_claim.o \
+	src/outbox_store_routes.o \
 	src/outbox_uuid.o \
 	src/outbox_validate.o \
 	src/outbox_wakeup.o \

@@ -10,7 +10,7 @@
  */
 #include "postgres.h"
 
-#include "outbox.h"
+#include "outbox_backoff.h"
 
 /* Seconds to wait before the next claim of a message that failed attempt N. */
 int64

@@ -157,7 +157,7 @@ obx_claim(DrainState *st, OutboxRoute *route, List **messages)
 	ClaimRequest req;
 
 	obx_claim_request(st, route, st->batch_size, &req);
-	st->claimed = StoreClaim(&req, NULL, NULL, messages);
+	st->claimed = StoreClaimMessages(&req, messages);
 	return st->claimed;
 }
 
@@ -261,10 +261,10 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 	}
 
 	if (done != NIL)
-		st->delivered += StoreComplete(obx_uuid_array(done), true, st->owner,
-									   GetCurrentTimestamp());
+		st->delivered += StoreCompleteMany(DatumGetArrayTypeP(obx_uuid_array(done)),
+										   st->owner, GetCurrentTimestamp());
 	if (late != NIL)
-		StoreRelease(obx_uuid_array(late), st->owner);
+		StoreRelease(DatumGetArrayTypeP(obx_uuid_array(late)), st->owner);
 }
 
 /*
@@ -281,7 +281,7 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 	text	   *topic = PG_ARGISNULL(0) ? NULL :
 		CheckName(PG_GETARG_DATUM(0), false, "topic");
 	DrainState	st;
-	StoreIdentity save;
+	SavedIdentity save;
 	List	   *routes;
 	ListCell   *lc;
 	char		owner[64];
@@ -289,7 +289,7 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 	snprintf(owner, sizeof(owner), "drain_once %d", MyProcPid);
 	obx_init_state(&st, caller, owner);
 
-	StoreBecomeOwner(&save);
+	IdentityBecomeExtensionOwner(&save);
 	routes = StoreRouteList(topic);
 	foreach(lc, routes)
 	{
@@ -301,7 +301,7 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 		else if (obx_claim(&st, route, &messages) > 0)
 			obx_deliver_batch(&st, route, messages);
 	}
-	StoreRestoreIdentity(&save);
+	IdentityRestore(&save);
 
 	PG_RETURN_INT32((int32) st.delivered);
 }
@@ -326,7 +326,7 @@ obx_begin_locked(const char *activity, MemoryContext cxt)
 {
 	obx_begin(activity);
 	MemoryContextSwitchTo(cxt);
-	if (StoreTryLock())
+	if (IdentityTryLockTables())
 		return true;
 	obx_commit();
 	return false;
@@ -358,7 +358,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	MemoryContext batch_cxt;
 	MemoryContext old;
 	DrainState	st;
-	StoreIdentity save;
+	SavedIdentity save;
 	List	   *routes;
 	ListCell   *lc;
 	int		   *sizes;			/* the next NOTIFY batch of each route */
@@ -381,9 +381,9 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	if (!obx_begin_locked("loading routes", round_cxt))
 		goto done;
 	obx_init_state(&st, delivering_role, owner);	/* reads the catalogs */
-	StoreBecomeOwner(&save);
+	IdentityBecomeExtensionOwner(&save);
 	routes = StoreRouteList(NULL);
-	StoreRestoreIdentity(&save);
+	IdentityRestore(&save);
 	obx_commit();
 	sizes = palloc(sizeof(int) * Max(list_length(routes), 1));
 	for (int i = 0; i < list_length(routes); i++)
@@ -405,7 +405,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 			if (!obx_begin_locked(route->remote ? "claiming" : "delivering to a channel",
 								  batch_cxt))
 				goto done;
-			StoreBecomeOwner(&save);
+			IdentityBecomeExtensionOwner(&save);
 			if (route->remote)
 				claimed = obx_claim(&st, route, &messages);
 			else
@@ -413,7 +413,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 				obx_notify_batch(&st, route, *size);
 				claimed = st.claimed;
 			}
-			StoreRestoreIdentity(&save);
+			IdentityRestore(&save);
 			obx_commit();
 
 			if (claimed >= (route->remote ? st.batch_size : *size))
@@ -428,9 +428,9 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 			/* a remote batch: the claim committed on its own, see above */
 			if (!obx_begin_locked("delivering to a remote server", batch_cxt))
 				goto done;
-			StoreBecomeOwner(&save);
+			IdentityBecomeExtensionOwner(&save);
 			obx_deliver_batch(&st, route, messages);
-			StoreRestoreIdentity(&save);
+			IdentityRestore(&save);
 			obx_commit();
 		}
 	} while (more);
@@ -440,7 +440,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
-		StoreBecomeOwner(&save);
+		IdentityBecomeExtensionOwner(&save);
 		foreach(lc, routes)
 		{
 			OutboxRoute *route = (OutboxRoute *) lfirst(lc);
@@ -449,7 +449,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 			if (next < *next_wake)
 				*next_wake = next;
 		}
-		StoreRestoreIdentity(&save);
+		IdentityRestore(&save);
 		obx_commit();
 		ran = true;
 	}

@@ -1,13 +1,15 @@
 /*-------------------------------------------------------------------------
  *
- * outbox_route.c
- *		route_notify, route_remote and unroute: where a topic is delivered.
+ * outbox_api_routes.c
+ *		The SQL-callable functions that say where a topic is delivered:
+ *		route_notify, route_remote and unroute.
  *
  * A topic has at most one route, kept in outbox.routes: a NOTIFY channel,
  * or a command run on a remote PostgreSQL database named by a foreign
  * server.  Routes are checked on the way in, so a bad channel, an unknown
- * server or a command that does not parse is refused with nothing stored.
- * Setting a route wakes the worker, which delivers the topic from then on.
+ * server or a command that does not parse is refused with nothing stored
+ * (outbox_store_routes.c stores them).  Setting a route wakes the worker,
+ * which delivers the topic from then on.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,9 +17,11 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "utils/builtins.h"
 
 #include "outbox.h"
+#include "outbox_identity.h"
+#include "outbox_store_routes.h"
+#include "outbox_validate.h"
 
 PG_FUNCTION_INFO_V1(outbox_route_notify);
 PG_FUNCTION_INFO_V1(outbox_route_remote);
@@ -33,7 +37,7 @@ outbox_route_notify(PG_FUNCTION_ARGS)
 	CheckChannel(channel);
 
 	/* a SECURITY DEFINER function: the session's role made the route */
-	StoreRouteSet(topic, "notify", channel, NULL, NULL, GetOuterUserId());
+	StoreRouteSetNotify(topic, channel, GetOuterUserId());
 	RoutesChangedAtCommit();
 	PG_RETURN_VOID();
 }
@@ -41,39 +45,23 @@ outbox_route_notify(PG_FUNCTION_ARGS)
 /*
  * outbox.route_remote(topic, server, command): deliver topic by running
  * command on server.  Runs as its caller, whose rights on the server are
- * checked, and switches to the owner only to store the route.
+ * checked, and switches to the extension owner only to store the route.
  */
 Datum
 outbox_route_remote(PG_FUNCTION_ARGS)
 {
 	Oid			caller = GetUserId();
 	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
-	char	   *server;
-	text	   *command;
-	char	   *command_str;
-	StoreIdentity save;
+	char	   *server = CheckServerName(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	char	   *command = CheckCommand(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
+	SavedIdentity save;
 
-	CheckNotNull(PG_ARGISNULL(1), "server");
-	server = NameStr(*PG_GETARG_NAME(1));
-	if (server[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("server must not be empty")));
-
-	CheckNotNull(PG_ARGISNULL(2), "command");
-	command = PG_GETARG_TEXT_PP(2);
-	command_str = text_to_cstring(command);
-	if (command_str[strspn(command_str, " \t\r\n\f\v")] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("command must not be empty")));
-
-	RemoteCheckCommand(command_str);
+	RemoteCheckCommand(command);
 	RemoteCheckRoute(server, caller);
 
-	StoreBecomeOwner(&save);
-	StoreRouteSet(topic, "remote", NULL, server, command, caller);
-	StoreRestoreIdentity(&save);
+	IdentityBecomeExtensionOwner(&save);
+	StoreRouteSetRemote(topic, server, command, caller);
+	IdentityRestore(&save);
 
 	RoutesChangedAtCommit();
 	PG_RETURN_VOID();

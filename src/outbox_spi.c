@@ -1,0 +1,233 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_spi.c
+ *		How the statements of the store run: saved plans, the planner
+ *		settings they are planned under, and the checks of what SPI answers.
+ *
+ * Every statement is a SavedStatement: prepared on first use and kept for
+ * the life of the backend with SPI_keepplan; the plan cache re-plans it if
+ * the tables change.  A run checks that SPI answered with the exact SPI_OK_*
+ * code the statement declares, so a statement that did something else (a
+ * rule, a changed table) stops with an error instead of being misread.
+ *
+ * Plans are made with sequential scans switched off, and bitmap scans too
+ * except where a statement asks for them (purge).  A queue table is often
+ * empty when a plan is made (after a TRUNCATE, or a VACUUM of a drained
+ * queue), and the statistics of an empty table make a scan of the whole
+ * table, or a bitmap scan and a sort, look cheapest; that plan would stay
+ * until the next ANALYZE while the table grows, and every claim would read
+ * every pending row.  The statements are written for their indexes, which
+ * are right at any size.  Purge finds its rows through two indexes at once,
+ * which takes a bitmap scan.  The single-row inserts have no plan to choose
+ * and skip this.
+ *
+ * Glossary:
+ *	run		connect, execute one statement, finish: SpiRun, SpiRunFirstRow
+ *	execute	one statement inside a connection the caller opened with
+ *			SpiConnect and closes with SpiFinish
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/datum.h"
+#include "utils/guc.h"
+#include "utils/snapmgr.h"
+
+#include "outbox_spi.h"
+
+static SPIPlanPtr obx_plan(SavedStatement *stmt);
+static int	obx_scans_begin(SavedStatementScans scans);
+static void obx_scans_end(int nestlevel);
+static uint64 obx_execute(SavedStatement *stmt, Datum *args,
+						  const char *nulls, Snapshot snapshot,
+						  bool read_only, long count);
+
+/* Prepare a statement on first use and keep it for the backend's life. */
+static SPIPlanPtr
+obx_plan(SavedStatement *stmt)
+{
+	if (stmt->plan == NULL)
+	{
+		SPIPlanPtr	plan;
+
+		/*
+		 * A generic plan, chosen once: the statements are short and run
+		 * often, and re-planning them for each set of values would cost more
+		 * than running them.
+		 */
+		plan = SPI_prepare_cursor(stmt->sql, stmt->nargs, stmt->argtypes,
+								  CURSOR_OPT_GENERIC_PLAN);
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+				 stmt->sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		stmt->plan = plan;
+	}
+	return stmt->plan;
+}
+
+/*
+ * Switch off the scans that scans excludes, for the statement about to run
+ * and for its planning, which happens inside its execution when the plan
+ * cache finds the plan missing or stale.  Returns the GUC nest level to
+ * pass to obx_scans_end, or 0 when nothing was changed; an error unwinds
+ * the settings with the (sub)transaction.
+ */
+static int
+obx_scans_begin(SavedStatementScans scans)
+{
+	int			nestlevel;
+
+	if (scans == OBX_SCANS_ANY)
+		return 0;
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (scans == OBX_SCANS_INDEX)
+		(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
+/* Restore the settings changed by obx_scans_begin. */
+static void
+obx_scans_end(int nestlevel)
+{
+	if (nestlevel > 0)
+		AtEOXact_GUC(true, nestlevel);
+}
+
+/* Open a connection to SPI for the statements that follow. */
+void
+SpiConnect(void)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+/* Close the connection opened by SpiConnect; frees what SPI allocated. */
+void
+SpiFinish(void)
+{
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+}
+
+/*
+ * Execute a saved statement in the current connection, under the planner
+ * settings it asks for, with the given snapshot (InvalidSnapshot: the
+ * usual one).  Returns the number of rows it processed; the rows it
+ * returned are in SPI_tuptable.
+ */
+static uint64
+obx_execute(SavedStatement *stmt, Datum *args, const char *nulls,
+			Snapshot snapshot, bool read_only, long count)
+{
+	int			nestlevel = obx_scans_begin(stmt->scans);
+	int			ret;
+
+	if (snapshot == InvalidSnapshot)
+		ret = SPI_execute_plan(obx_plan(stmt), args, nulls, read_only, count);
+	else
+		ret = SPI_execute_snapshot(obx_plan(stmt), args, nulls, snapshot,
+								   InvalidSnapshot, read_only, false, count);
+	obx_scans_end(nestlevel);
+	if (ret != stmt->expect)
+		elog(ERROR, "%s failed for \"%s\": %s",
+			 snapshot == InvalidSnapshot ? "SPI_execute_plan" : "SPI_execute_snapshot",
+			 stmt->sql, SPI_result_code_string(ret));
+	return SPI_processed;
+}
+
+/*
+ * Execute a saved statement in the current connection.  Returns the number
+ * of rows it processed; the rows it returned are in SPI_tuptable.
+ */
+uint64
+SpiExecute(SavedStatement *stmt, Datum *args, const char *nulls,
+		   bool read_only, long count)
+{
+	return obx_execute(stmt, args, nulls, InvalidSnapshot, read_only, count);
+}
+
+/*
+ * Execute a read-only saved statement with the latest snapshot instead of
+ * the transaction's, to see what committed after it began.
+ */
+uint64
+SpiExecuteLatest(SavedStatement *stmt, Datum *args, const char *nulls)
+{
+	return obx_execute(stmt, args, nulls, GetLatestSnapshot(), true, 0);
+}
+
+/* Open a read-only cursor over a saved query, planned as it asks for. */
+Portal
+SpiOpenCursor(SavedStatement *stmt, Datum *args, const char *nulls)
+{
+	int			nestlevel = obx_scans_begin(stmt->scans);
+	Portal		portal;
+
+	portal = SPI_cursor_open(NULL, obx_plan(stmt), args, nulls, true);
+	obx_scans_end(nestlevel);
+	return portal;
+}
+
+/*
+ * Run one statement that changes rows in a connection of its own.  Returns
+ * the number of rows it processed.
+ */
+uint64
+SpiRun(SavedStatement *stmt, Datum *args, const char *nulls)
+{
+	uint64		processed;
+
+	SpiConnect();
+	processed = SpiExecute(stmt, args, nulls, false, 0);
+	SpiFinish();
+	return processed;
+}
+
+/*
+ * Run one read-only query in a connection of its own and copy the first
+ * ncols columns of its first row into row and rownulls, detoasted and in
+ * the caller's memory context.  Returns false, setting nothing, when the
+ * query found no row.
+ */
+bool
+SpiRunFirstRow(SavedStatement *stmt, Datum *args, const char *nulls,
+			   Datum *row, bool *rownulls, int ncols)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	bool		found;
+
+	SpiConnect();
+	found = (SpiExecute(stmt, args, nulls, true, 1) > 0);
+	if (found)
+	{
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+		int			i;
+
+		Assert(ncols <= desc->natts);
+		for (i = 0; i < ncols; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], desc, i + 1,
+										  &rownulls[i]);
+
+			if (rownulls[i])
+				row[i] = (Datum) 0;
+			else if (att->attlen == -1)
+				row[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
+			else
+				row[i] = datumCopy(d, att->attbyval, att->attlen);
+		}
+		MemoryContextSwitchTo(spi);
+	}
+	SpiFinish();
+	return found;
+}

@@ -1,0 +1,63 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_spi.h
+ *		Saved statements and the way every statement of the store runs
+ *		through SPI (outbox_spi.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_SPI_H
+#define OUTBOX_SPI_H
+
+#include "postgres.h"
+
+#include "executor/spi.h"
+
+#define SAVED_STATEMENT_MAX_ARGS	8
+
+/*
+ * Which scans the planner may use for a statement.  See outbox_spi.c for
+ * why the queue's statements are planned without sequential scans.
+ */
+typedef enum SavedStatementScans
+{
+	OBX_SCANS_INDEX = 0,		/* no sequential scan, no bitmap scan */
+	OBX_SCANS_INDEX_OR_BITMAP,	/* no sequential scan */
+	OBX_SCANS_ANY				/* the planner's own choice: for a statement
+								 * that reads no table (an INSERT of VALUES),
+								 * or one whole small table anyway */
+} SavedStatementScans;
+
+/*
+ * A statement prepared on first use and kept for the life of the backend.
+ * Declared static and initialised with its text, the exact SPI_OK_* code it
+ * answers with, its parameters and (when not OBX_SCANS_INDEX) its scans;
+ * plan is filled in by the first run.
+ */
+typedef struct SavedStatement
+{
+	const char *sql;
+	int			expect;			/* SPI_OK_SELECT, SPI_OK_UPDATE, ... */
+	int			nargs;
+	Oid			argtypes[SAVED_STATEMENT_MAX_ARGS];
+	SavedStatementScans scans;
+	SPIPlanPtr	plan;			/* NULL until first used */
+} SavedStatement;
+
+/* one statement in a connection of its own */
+extern uint64 SpiRun(SavedStatement *stmt, Datum *args, const char *nulls);
+extern bool SpiRunFirstRow(SavedStatement *stmt, Datum *args,
+						   const char *nulls, Datum *row, bool *rownulls,
+						   int ncols);
+
+/* several statements in one connection */
+extern void SpiConnect(void);
+extern void SpiFinish(void);
+extern uint64 SpiExecute(SavedStatement *stmt, Datum *args, const char *nulls,
+						 bool read_only, long count);
+extern uint64 SpiExecuteLatest(SavedStatement *stmt, Datum *args,
+							   const char *nulls);
+extern Portal SpiOpenCursor(SavedStatement *stmt, Datum *args,
+							const char *nulls);
+
+#endif							/* OUTBOX_SPI_H */

@@ -1,0 +1,91 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_store.h
+ *		The statements on outbox.message and outbox.processed
+ *		(outbox_store.c, outbox_store_claim.c).
+ *
+ * "owner" here is always the lease owner: the name a claimer gives, which
+ * complete, fail, extend and release must repeat.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_STORE_H
+#define OUTBOX_STORE_H
+
+#include "postgres.h"
+
+#include "access/tupdesc.h"
+#include "datatype/timestamp.h"
+#include "nodes/pg_list.h"
+#include "utils/array.h"
+#include "utils/jsonb.h"
+#include "utils/tuplestore.h"
+#include "utils/uuid.h"
+
+/* A claim of a batch of due messages */
+typedef struct ClaimRequest
+{
+	text	   *owner;
+	text	   *topic;			/* NULL: every topic */
+	int			batch_size;
+	int			lease_seconds;
+	int			max_attempts;
+	TimestampTz now;
+} ClaimRequest;
+
+/* what delivery needs of a claimed message */
+typedef struct ClaimedMessage
+{
+	pg_uuid_t	id;
+	text	   *topic;
+	text	   *event_type;
+	TimestampTz created_at;
+	Jsonb	   *payload;
+	int			attempts;
+	TimestampTz leased_until;
+} ClaimedMessage;
+
+/* the columns of a message its envelope is made of */
+typedef struct EnvelopeRow
+{
+	pg_uuid_t	id;
+	text	   *event_type;
+	TimestampTz created_at;
+	Jsonb	   *payload;
+} EnvelopeRow;
+
+#define OUTBOX_MESSAGE_MAX_COLS	32
+
+/* appending (outbox_store.c) */
+extern void StoreAppend(text *topic, text *event_type, Jsonb *payload,
+						pg_uuid_t *id, TimestampTz available_at);
+extern void StoreAppendNew(text *topic, text *event_type, Jsonb *payload,
+						   pg_uuid_t *id, TimestampTz available_at);
+extern void StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
+							 ArrayType *payloads, TimestampTz available_at);
+
+/* claiming (outbox_store_claim.c) */
+extern int	StoreClaimToTuplestore(const ClaimRequest *req, TupleDesc tupdesc,
+								   Tuplestorestate *store);
+extern int	StoreClaimMessages(const ClaimRequest *req, List **messages);
+extern int	StoreClaimDelivered(const ClaimRequest *req, List **messages);
+
+/* the outcome of a claim (outbox_store.c) */
+extern bool StoreComplete(pg_uuid_t *id, text *owner, TimestampTz now);
+extern int64 StoreCompleteMany(ArrayType *ids, text *owner, TimestampTz now);
+extern bool StoreFail(pg_uuid_t *id, text *owner, text *error, TimestampTz now);
+extern bool StoreExtend(pg_uuid_t *id, text *owner, int lease_seconds,
+						TimestampTz now);
+extern int64 StoreRelease(ArrayType *ids, text *owner);
+extern void StoreUndeliver(pg_uuid_t *id, text *owner, TimestampTz lease_end);
+
+/* the rest of a message's life (outbox_store.c) */
+extern bool StoreRetryDead(pg_uuid_t *id, TimestampTz now);
+extern int64 StoreRetryDeadTopic(text *topic, TimestampTz now);
+extern int64 StorePurge(TimestampTz horizon, int64 max_rows);
+extern bool StoreConsumeOnce(text *consumer, pg_uuid_t *message_id,
+							 TimestampTz now);
+extern bool StoreEnvelopeById(pg_uuid_t *id, EnvelopeRow *row);
+extern TimestampTz StoreNextDue(text *topic, TimestampTz now);
+
+#endif							/* OUTBOX_STORE_H */

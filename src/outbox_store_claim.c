@@ -1,0 +1,433 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_store_claim.c
+ *		The claims: leasing a batch of due messages of outbox.message, or
+ *		claiming and marking it delivered at once for a NOTIFY route.
+ *
+ * A claim is one UPDATE over the oldest due messages, locked with SKIP
+ * LOCKED so that concurrent claims take disjoint rows.  Before it, every
+ * message of the topic(s) whose lease expired on its last allowed attempt
+ * is marked dead, so it is never delivered once more.  The SQL function
+ * claim() wants the leased rows as rows of outbox.message, delivery wants
+ * them as ClaimedMessages; both go through one claim loop that hands each
+ * leased row to a sink.
+ *
+ * Glossary:
+ *	due			neither delivered nor dead, available_at reached, no valid
+ *				lease
+ *	expired last attempt
+ *				a lease that ran out on the message's last allowed attempt:
+ *				the message is dead, not due
+ *	sink		where a claim puts the rows it leased
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "outbox_spi.h"
+#include "outbox_store.h"
+
+/*
+ * The last_error of a message whose lease expired on its last allowed
+ * attempt; max names the parameter that holds the allowed attempts.
+ */
+#define LEASE_EXPIRED_ERROR(max) \
+	"pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s'," \
+	" m.lease_owner, m.attempts, " max ")"
+
+/*
+ * Before a claim: every message of the topic(s) whose lease expired on its
+ * last allowed attempt becomes dead.  Leased messages are found through the
+ * small partial index of leases.
+ *
+ * $1 topic, $2 now, $3 max attempts
+ */
+#define DEAD_MARK_SET \
+	"UPDATE outbox.message m SET dead_at = $2, leased_until = NULL," \
+	" last_error = " LEASE_EXPIRED_ERROR("$3") " " \
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	" SELECT c.id FROM outbox.message c" \
+	" WHERE c.leased_until OPERATOR(pg_catalog.<=) $2" \
+	" AND c.leased_until OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz" \
+	" AND c.attempts OPERATOR(pg_catalog.>=) $3" \
+	" AND c.delivered_at IS NULL AND c.dead_at IS NULL"
+
+static SavedStatement stmt_dead_mark_topic = {
+	DEAD_MARK_SET " AND c.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED))",
+	SPI_OK_UPDATE,
+	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
+};
+
+static SavedStatement stmt_dead_mark_any = {
+	DEAD_MARK_SET " FOR UPDATE SKIP LOCKED))",
+	SPI_OK_UPDATE,
+	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
+};
+
+/*
+ * A candidate of the claim whose lease expired on its last allowed attempt
+ * ($6), after the dead-marking statement ran (or that it skipped because it
+ * was locked): it is marked dead here too, instead of being leased again.
+ * Every CASE of the claim reads this one condition.  The candidates reach
+ * the UPDATE as an array of ids (= ANY (ARRAY(...))), the form that keeps
+ * the claim on its index with SKIP LOCKED, so the condition cannot be
+ * computed once in the subselect and carried along.
+ */
+#define CLAIM_EXPIRED_LAST \
+	"m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6"
+
+/*
+ * The claim's UPDATE, up to its candidates.
+ *
+ * $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts
+ */
+#define CLAIM_UPDATE \
+	"claimed AS (UPDATE outbox.message m SET " \
+	" attempts = CASE WHEN " CLAIM_EXPIRED_LAST \
+	"   THEN m.attempts ELSE m.attempts OPERATOR(pg_catalog.+) 1 END," \
+	" leased_until = CASE WHEN " CLAIM_EXPIRED_LAST \
+	"   THEN NULL ELSE $5 END," \
+	" lease_owner = CASE WHEN " CLAIM_EXPIRED_LAST \
+	"   THEN m.lease_owner ELSE $4 END," \
+	" dead_at = CASE WHEN " CLAIM_EXPIRED_LAST \
+	"   THEN $2 END," \
+	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST \
+	"   THEN " LEASE_EXPIRED_ERROR("$6") \
+	"   ELSE m.last_error END " \
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+
+/* A message of alias a is due at $2 (or expired on its last attempt) */
+#define CLAIM_DUE(a) \
+	" " a ".delivered_at IS NULL AND " a ".dead_at IS NULL" \
+	" AND " a ".available_at OPERATOR(pg_catalog.<=) $2" \
+	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)"
+
+/* The claim's end: lock the oldest candidates, return the leased rows */
+#define CLAIM_END \
+	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED" \
+	")) RETURNING m.*) " \
+	"SELECT * FROM claimed ORDER BY available_at, id"
+
+#define CLAIM_ARGTYPES \
+	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
+
+/*
+ * A claim across all topics has no index of its own (one would cost every
+ * append and every claim an index entry more): it takes the oldest due
+ * messages of each topic from the topic's index, the topics found by
+ * skipping through that index, keeps twice the batch of the oldest of them
+ * all, and locks the first of those that no other claim holds.  So two
+ * claims across all topics at once share the work, and a third may come
+ * out short; claims of one topic each scale without that limit.
+ */
+#define CLAIM_TOPICS \
+	"topics(topic) AS (" \
+	" (SELECT c.topic FROM outbox.message c" \
+	"  WHERE c.delivered_at IS NULL AND c.dead_at IS NULL ORDER BY c.topic LIMIT 1)" \
+	" UNION ALL" \
+	" SELECT (SELECT c.topic FROM outbox.message c" \
+	"  WHERE c.topic OPERATOR(pg_catalog.>) t.topic" \
+	"  AND c.delivered_at IS NULL AND c.dead_at IS NULL ORDER BY c.topic LIMIT 1)" \
+	" FROM topics t WHERE t.topic IS NOT NULL)"
+
+static SavedStatement stmt_claim_topic = {
+	"WITH " CLAIM_UPDATE
+	" SELECT c.id FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c")
+	CLAIM_END,
+	SPI_OK_SELECT,
+	CLAIM_ARGTYPES
+};
+
+static SavedStatement stmt_claim_any = {
+	"WITH RECURSIVE " CLAIM_TOPICS ", " CLAIM_UPDATE
+	" SELECT c.id FROM outbox.message c"
+	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+	"  SELECT x.id FROM topics t, LATERAL ("
+	"   SELECT o.id, o.available_at FROM outbox.message o"
+	"   WHERE o.topic OPERATOR(pg_catalog.=) t.topic AND" CLAIM_DUE("o")
+	"   ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2) x"
+	"  WHERE t.topic IS NOT NULL"
+	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))"
+	" AND " CLAIM_DUE("c")
+	CLAIM_END,
+	SPI_OK_SELECT,
+	CLAIM_ARGTYPES
+};
+
+/*
+ * Claim for a transactional target (NOTIFY): the messages are marked
+ * delivered by the claim itself, one write each, because the delivery
+ * commits or rolls back with this very transaction.  Expired last attempts
+ * are left to the dead-marking statement.
+ *
+ * $1 topic, $2 now, $3 batch size, $4 owner, $5 max attempts
+ */
+static SavedStatement stmt_claim_delivered = {
+	"WITH claimed AS (UPDATE outbox.message m SET"
+	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4,"
+	" leased_until = NULL, delivered_at = $2 "
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+	" SELECT c.id FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1"
+	" AND c.delivered_at IS NULL AND c.dead_at IS NULL"
+	" AND c.available_at OPERATOR(pg_catalog.<=) $2"
+	" AND (c.leased_until IS NULL OR (c.leased_until OPERATOR(pg_catalog.<=) $2"
+	"      AND c.attempts OPERATOR(pg_catalog.<) $5))"
+	" ORDER BY c.available_at, c.id LIMIT $3"
+	" FOR UPDATE SKIP LOCKED)) "
+	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts,"
+	" m.leased_until, m.available_at) "
+	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until, available_at "
+	"FROM claimed ORDER BY available_at, id",
+	SPI_OK_SELECT,
+	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID}
+};
+
+/* The columns a claim reads, by position in claim_cols */
+typedef enum ClaimColumn
+{
+	COL_ID,
+	COL_TOPIC,
+	COL_EVENT_TYPE,
+	COL_CREATED_AT,
+	COL_PAYLOAD,
+	COL_ATTEMPTS,
+	COL_LEASED_UNTIL,
+	COL_DEAD_AT,				/* not returned by stmt_claim_delivered */
+	NUM_CLAIM_COLS
+} ClaimColumn;
+
+static const char *const claim_cols[NUM_CLAIM_COLS] = {
+	"id", "topic", "event_type", "created_at", "payload", "attempts",
+	"leased_until", "dead_at"
+};
+
+/* Where a claim puts the rows it leased */
+typedef struct ClaimSink ClaimSink;
+typedef void (*ClaimSinkPut) (ClaimSink *sink, Datum *vals, bool *isnull,
+							  const int *attno);
+
+struct ClaimSink
+{
+	ClaimSinkPut put;
+	int			natts;			/* columns the rows must have; 0: any */
+	TupleDesc	tupdesc;		/* tuplestore sink: the rows' descriptor */
+	Tuplestorestate *store;		/* ... and the store */
+	List	  **messages;		/* list sink: ClaimedMessages go onto this */
+	MemoryContext cxt;			/* ... allocated here */
+};
+
+static ClaimedMessage *obx_claimed_message(Datum *vals, bool *isnull,
+										   const int *attno);
+static void obx_put_tuple(ClaimSink *sink, Datum *vals, bool *isnull,
+						  const int *attno);
+static void obx_put_message(ClaimSink *sink, Datum *vals, bool *isnull,
+							const int *attno);
+static void obx_list_sink(ClaimSink *sink, List **messages);
+static int	obx_sink_rows(ClaimSink *sink, int ncols, int *dead);
+static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
+
+/* Copy the fields delivery needs out of a claimed row, in the current context. */
+static ClaimedMessage *
+obx_claimed_message(Datum *vals, bool *isnull, const int *attno)
+{
+	ClaimedMessage *m = palloc(sizeof(ClaimedMessage));
+
+	memcpy(&m->id, DatumGetUUIDP(vals[attno[COL_ID]]), sizeof(pg_uuid_t));
+	m->topic = DatumGetTextPCopy(vals[attno[COL_TOPIC]]);
+	m->event_type = DatumGetTextPCopy(vals[attno[COL_EVENT_TYPE]]);
+	m->created_at = DatumGetTimestampTz(vals[attno[COL_CREATED_AT]]);
+	m->payload = DatumGetJsonbPCopy(vals[attno[COL_PAYLOAD]]);
+	m->attempts = DatumGetInt32(vals[attno[COL_ATTEMPTS]]);
+	m->leased_until = isnull[attno[COL_LEASED_UNTIL]] ? DT_NOBEGIN :
+		DatumGetTimestampTz(vals[attno[COL_LEASED_UNTIL]]);
+	return m;
+}
+
+/* Tuplestore sink: the row as it is, a row of outbox.message. */
+static void
+obx_put_tuple(ClaimSink *sink, Datum *vals, bool *isnull, const int *attno)
+{
+	tuplestore_putvalues(sink->store, sink->tupdesc, vals, isnull);
+}
+
+/* List sink: the row as a ClaimedMessage in the sink's memory context. */
+static void
+obx_put_message(ClaimSink *sink, Datum *vals, bool *isnull, const int *attno)
+{
+	MemoryContext spi = MemoryContextSwitchTo(sink->cxt);
+
+	*sink->messages = lappend(*sink->messages,
+							  obx_claimed_message(vals, isnull, attno));
+	MemoryContextSwitchTo(spi);
+}
+
+/* A sink that appends ClaimedMessages onto *messages, in the current context. */
+static void
+obx_list_sink(ClaimSink *sink, List **messages)
+{
+	memset(sink, 0, sizeof(ClaimSink));
+	sink->put = obx_put_message;
+	sink->messages = messages;
+	sink->cxt = CurrentMemoryContext;
+}
+
+/*
+ * Hand the rows of the claim statement just executed to sink, reading the
+ * first ncols of claim_cols.  With COL_DEAD_AT among them, a row the claim
+ * marked dead is counted in *dead instead.  Returns the number of rows
+ * handed over.
+ */
+static int
+obx_sink_rows(ClaimSink *sink, int ncols, int *dead)
+{
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	int			attno[NUM_CLAIM_COLS];
+	int			leased = 0;
+	uint64		i;
+	int			c;
+
+	if (desc->natts > OUTBOX_MESSAGE_MAX_COLS ||
+		(sink->natts > 0 && desc->natts != sink->natts))
+		elog(ERROR, "outbox.message has an unexpected shape (%d columns)",
+			 desc->natts);
+	for (c = 0; c < ncols; c++)
+	{
+		attno[c] = SPI_fnumber(desc, claim_cols[c]) - 1;
+		if (attno[c] < 0)
+			elog(ERROR, "outbox.message has no column %s", claim_cols[c]);
+	}
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		vals[OUTBOX_MESSAGE_MAX_COLS];
+		bool		isnull[OUTBOX_MESSAGE_MAX_COLS];
+
+		heap_deform_tuple(SPI_tuptable->vals[i], desc, vals, isnull);
+		if (ncols > COL_DEAD_AT && !isnull[attno[COL_DEAD_AT]])
+		{
+			(*dead)++;
+			continue;
+		}
+		sink->put(sink, vals, isnull, attno);
+		leased++;
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return leased;
+}
+
+/*
+ * Lease up to req->batch_size due messages, oldest first, handing each to
+ * sink.  Candidates that turn out dead do not count against the batch: the
+ * claim goes on with the remainder until it has a full batch or nothing is
+ * due.  Returns the number of leased messages.
+ */
+static int
+obx_claim(const ClaimRequest *req, ClaimSink *sink)
+{
+	SavedStatement *claim = req->topic ? &stmt_claim_topic : &stmt_claim_any;
+	SavedStatement *mark = req->topic ? &stmt_dead_mark_topic : &stmt_dead_mark_any;
+	Datum		args[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	int			leased = 0;
+
+	args[0] = req->topic ? PointerGetDatum(req->topic) : (Datum) 0;
+	nulls[0] = req->topic ? ' ' : 'n';
+	args[1] = TimestampTzGetDatum(req->now);
+	args[3] = PointerGetDatum(req->owner);
+	args[4] = TimestampTzGetDatum(req->now +
+								  (int64) req->lease_seconds * USECS_PER_SEC);
+	args[5] = Int32GetDatum(req->max_attempts);
+
+	SpiConnect();
+
+	/* first, the expired last attempts of the topic(s) */
+	args[2] = args[5];
+	(void) SpiExecute(mark, args, nulls, false, 0);
+
+	for (;;)
+	{
+		int			dead = 0;
+
+		args[2] = Int32GetDatum(req->batch_size - leased);
+		(void) SpiExecute(claim, args, nulls, false, 0);
+		leased += obx_sink_rows(sink, NUM_CLAIM_COLS, &dead);
+
+		/* stop when the batch is full, or the last round found no dead one */
+		if (dead == 0 || leased >= req->batch_size)
+			break;
+	}
+	SpiFinish();
+	return leased;
+}
+
+/*
+ * Lease up to req->batch_size due messages, oldest first, into store, whose
+ * descriptor tupdesc is the row type of outbox.message.  Returns the number
+ * leased.
+ */
+int
+StoreClaimToTuplestore(const ClaimRequest *req, TupleDesc tupdesc,
+					   Tuplestorestate *store)
+{
+	ClaimSink	sink;
+
+	memset(&sink, 0, sizeof(sink));
+	sink.put = obx_put_tuple;
+	sink.natts = tupdesc->natts;
+	sink.tupdesc = tupdesc;
+	sink.store = store;
+	return obx_claim(req, &sink);
+}
+
+/*
+ * Lease up to req->batch_size due messages, oldest first, onto *messages as
+ * ClaimedMessages allocated in the caller's memory context.  Returns the
+ * number leased.
+ */
+int
+StoreClaimMessages(const ClaimRequest *req, List **messages)
+{
+	ClaimSink	sink;
+
+	obx_list_sink(&sink, messages);
+	return obx_claim(req, &sink);
+}
+
+/*
+ * Claim a batch of req->topic for a transactional target and mark it
+ * delivered in the same statement; the messages go onto *messages, oldest
+ * first.  The caller delivers them in this transaction, and takes back with
+ * StoreUndeliver any it could not.  Returns the number claimed.
+ */
+int
+StoreClaimDelivered(const ClaimRequest *req, List **messages)
+{
+	ClaimSink	sink;
+	Datum		args[5];
+	int			dead = 0;
+	int			n;
+
+	Assert(req->topic != NULL);
+	args[0] = PointerGetDatum(req->topic);
+	args[1] = TimestampTzGetDatum(req->now);
+	args[2] = Int32GetDatum(req->max_attempts);
+
+	obx_list_sink(&sink, messages);
+	SpiConnect();
+	(void) SpiExecute(&stmt_dead_mark_topic, args, NULL, false, 0);
+
+	args[2] = Int32GetDatum(req->batch_size);
+	args[3] = PointerGetDatum(req->owner);
+	args[4] = Int32GetDatum(req->max_attempts);
+	(void) SpiExecute(&stmt_claim_delivered, args, NULL, false, 0);
+	n = obx_sink_rows(&sink, COL_DEAD_AT, &dead);
+	SpiFinish();
+	return n;
+}

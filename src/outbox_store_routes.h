@@ -1,0 +1,33 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_store_routes.h
+ *		The statements on outbox.routes (outbox_store_routes.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_STORE_ROUTES_H
+#define OUTBOX_STORE_ROUTES_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+/* a row of outbox.routes */
+typedef struct OutboxRoute
+{
+	char	   *topic;
+	bool		remote;			/* remote command, else NOTIFY */
+	char	   *channel;
+	char	   *server;
+	char	   *command;
+	char	   *created_by;
+} OutboxRoute;
+
+extern void StoreRouteSetNotify(text *topic, text *channel, Oid creator);
+extern void StoreRouteSetRemote(text *topic, const char *server,
+								const char *command, Oid creator);
+extern bool StoreRouteDelete(text *topic);
+extern List *StoreRouteList(text *topic);
+extern List *StoreRoutedTopics(void);
+
+#endif							/* OUTBOX_STORE_ROUTES_H */

@@ -10,6 +10,7 @@ OBJS = \
 	src/outbox_backoff.o \
 	src/outbox_drain.o \
 	src/outbox_envelope.o \
+	src/outbox_error.o \
 	src/outbox_guc.o \
 	src/outbox_notify.o \
 	src/outbox_remote.o \

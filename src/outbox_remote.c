@@ -39,6 +39,7 @@
 #include "commands/defrem.h"
 #include "common/keywords.h"
 #include "foreign/foreign.h"
+#include "libpq-fe.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -46,7 +47,9 @@
 #include "parser/gramparse.h"
 #include "parser/parser.h"
 #include "parser/scanner.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -56,30 +59,10 @@
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "outbox.h"
-
-/*
- * Version-specific server calls, kept in one place for ports.
- *
- * libpq/libpq-be-fe-helpers.h with libpqsrv_is_valid_proxy_option() exists
- * in the minor releases we build against (15.20); it says which libpq
- * options a server-side client may pass on a user's behalf.  Without it, any
- * non-debug libpq option of the server and user mapping is passed, as the
- * wrappers' own validators already restrict them.
- */
-#if PG_VERSION_NUM >= 150020
-#include "libpq/libpq-be-fe-helpers.h"
-#define OBX_OPTION_IS_SAFE(keyword)	libpqsrv_is_valid_proxy_option(keyword)
-#define OBX_CHECK_OPTIONS(opts)		libpqsrv_check_proxy_conninfo_opts(opts)
-#else
-#include "libpq-fe.h"
-#include "storage/fd.h"
-#include "storage/latch.h"
-#include "utils/wait_event.h"
-#define OBX_OPTION_IS_SAFE(keyword)	true
-#define OBX_CHECK_OPTIONS(opts)		((void) (opts))
-#endif
+#include "outbox_compat.h"
 
 #define OBX_APPLICATION_NAME	"krizaka_outbox"
 #define OBX_CANCEL_WAIT_MS		250		/* grace for a cancelled command to end */
@@ -568,7 +551,7 @@ obx_build_options(ForeignServer *server, UserMapping *mapping,
 
 	for (i = 0; i < options->count; i++)
 	{
-		if (!OBX_OPTION_IS_SAFE(options->keywords[i]))
+		if (!ObxProxyOptionAllowed(options->keywords[i]))
 		{
 			options->unsafe_option = options->keywords[i];
 			break;
@@ -583,17 +566,11 @@ obx_build_options(ForeignServer *server, UserMapping *mapping,
 static void
 obx_check_options(const ObxConnOptions *options)
 {
-	PQconninfoOption *opts;
-	int			i;
-
-	opts = palloc0((options->count + 1) * sizeof(PQconninfoOption));
-	for (i = 0; i < options->count; i++)
-	{
-		opts[i].keyword = unconstify(char *, options->keywords[i]);
-		opts[i].val = unconstify(char *, options->values[i]);
-	}
-	OBX_CHECK_OPTIONS(opts);
-	pfree(opts);
+	if (options->unsafe_option != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to set connection option \"%s\"",
+						options->unsafe_option)));
 }
 
 /*

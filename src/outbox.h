@@ -58,13 +58,8 @@ extern void GenerateUuidV7(pg_uuid_t *uuid);
 /* backoff (outbox_backoff.c) */
 extern int64 BackoffDelaySeconds(int attempts, int base_seconds, int max_seconds);
 
-/* envelope (outbox_envelope.c) */
-extern Jsonb *BuildEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created_at,
-							Jsonb *payload);
-extern Jsonb *BuildTruncatedEnvelope(pg_uuid_t *id, text *event_type,
-									 TimestampTz created_at);
-extern char *FormatIsoTimestamp(TimestampTz ts);
-extern const char *EnvelopeTimestampProblem(TimestampTz ts);
+/* envelope (outbox_envelope.h) */
+#include "outbox_envelope.h"
 
 /* the message store (outbox_store.c) */
 typedef struct ClaimRequest
@@ -145,7 +140,8 @@ extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 /* NOTIFY target (outbox_notify.c) */
 #define OUTBOX_NOTIFY_MAX_BYTES		7999	/* pg_notify payloads stay below 8000 bytes */
 extern void CheckChannel(text *channel);
-extern bool NotifyDeliver(const char *channel, ClaimedMessage *m, char **error);
+extern bool NotifyDeliver(const char *channel, ClaimedMessage *m,
+						  OutboxError *error);
 
 /* remote PostgreSQL target (outbox_remote.c) */
 extern void RemoteCheckCommand(const char *command);

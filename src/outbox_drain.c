@@ -54,6 +54,7 @@
 #include "utils/timestamp.h"
 
 #include "outbox.h"
+#include "outbox_error.h"
 
 PG_FUNCTION_INFO_V1(outbox_drain_once);
 
@@ -134,14 +135,16 @@ obx_notify_batch(DrainState *st, OutboxRoute *route, int size)
 	foreach(lc, messages)
 	{
 		ClaimedMessage *m = (ClaimedMessage *) lfirst(lc);
-		char	   *error = NULL;
+		OutboxError failure;
+		char	   *error;
 		TimestampTz now;
 
-		if (NotifyDeliver(route->channel, m, &error))
+		if (NotifyDeliver(route->channel, m, &failure))
 		{
 			st->delivered++;
 			continue;
 		}
+		error = OutboxErrorText(&failure);
 		now = GetCurrentTimestamp();
 		StoreUndeliver(&m->id, st->owner,
 					   now + (int64) st->lease_seconds * USECS_PER_SEC);
@@ -225,7 +228,7 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 		TimestampTz now = GetCurrentTimestamp();
 		TimestampTz deadline = Min(now + lease_us / 2,
 								   m->leased_until - LEASE_MARGIN_US);
-		const char *problem = EnvelopeTimestampProblem(m->created_at);
+		OutboxError failure;
 		char	   *error = NULL;
 		bool		ok;
 
@@ -237,9 +240,9 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 			continue;
 		}
 
-		if (problem)
+		if (!EnvelopeCheckTimestamp(m->created_at, &failure))
 		{
-			error = pstrdup(problem);
+			error = OutboxErrorText(&failure);
 			ok = false;
 		}
 		else

@@ -13,7 +13,9 @@ OBJS = \
 	src/outbox_error.o \
 	src/outbox_guc.o \
 	src/outbox_notify.o \
-	src/outbox_remote.o \
+	src/outbox_remote_check.o \
+	src/outbox_remote_command.o \
+	src/outbox_remote_conn.o \
 	src/outbox_route.o \
 	src/outbox_shmem.o \
 	src/outbox_store.o \

@@ -133,24 +133,8 @@ extern bool StoreTryLock(void);
 extern void StoreBecomeOwner(StoreIdentity *save);
 extern void StoreRestoreIdentity(const StoreIdentity *save);
 
-/* delivery: routes, one delivery round, drain_once (outbox_route.c, outbox_drain.c) */
-extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
-							   int64 *delivered, int64 *failed);
-
-/* NOTIFY target (outbox_notify.c) */
-#define OUTBOX_NOTIFY_MAX_BYTES		7999	/* pg_notify payloads stay below 8000 bytes */
-extern void CheckChannel(text *channel);
-extern bool NotifyDeliver(const char *channel, ClaimedMessage *m,
-						  OutboxError *error);
-
-/* remote PostgreSQL target (outbox_remote.c) */
-extern void RemoteCheckCommand(const char *command);
-extern void RemoteCheckRoute(const char *server_name, Oid creator);
-extern bool RemoteDeliver(const char *server_name, Oid userid,
-						  bool require_password, const char *command,
-						  const char *envelope, const char *topic,
-						  TimestampTz deadline, char **error);
-extern void RemoteDisconnectAll(void);
+/* delivery: drain, NOTIFY and remote routes (outbox_delivery.h) */
+#include "outbox_delivery.h"
 
 /* background worker and launcher (outbox_worker.c, outbox_shmem.c) */
 #define OUTBOX_EXTENSION_NAME		"krizaka_outbox"

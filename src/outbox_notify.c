@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_notify.c
- *		The NOTIFY delivery target.
+ *		NOTIFY routes: checking a channel, and delivering to it.
  *
  * A message routed to a channel is sent as pg_notify(channel, envelope).
  * NOTIFY is transactional: the notification leaves when the transaction
@@ -18,6 +18,8 @@
 #include "utils/jsonb.h"
 
 #include "outbox.h"
+#include "outbox_delivery.h"
+#include "outbox_envelope.h"
 
 /*
  * Check a channel name: a lower-case SQL identifier (letters, digits, _ and

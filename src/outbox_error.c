@@ -14,9 +14,11 @@
  * pgfdw_report_error(elevel, ...) and dblink's dblink_res_error(..., fail,
  * ...).
  *
- * Messages are translated when they are set, as errmsg() would translate
- * them, so a raised condition reads the same as before and no message is
- * assembled from fragments a translator cannot see.
+ * Each part of a condition is formatted twice when it is set: untranslated
+ * for the text, which is stored and must read the same whichever session
+ * delivered, and translated for raising, as errmsg() would translate it.
+ * Every message is written whole, never assembled from fragments a
+ * translator cannot see.
  *
  * Glossary:
  *	condition	SQLSTATE, primary message, and optional detail, hint and
@@ -35,10 +37,23 @@
 #include "outbox_error.h"
 
 /*
- * Set field to fmt, translated, formatted with the variadic arguments of
- * the enclosing function (the way elog.c's EVALUATE_MESSAGE does).
+ * Set part to fmt formatted with the variadic arguments of the enclosing
+ * function, untranslated and translated (the way elog.c's EVALUATE_MESSAGE
+ * formats, restarting the arguments for each attempt).
  */
-#define OBX_FORMAT_FIELD(field, fmt) \
+#define OBX_FORMAT_PART(part, fmt) \
+	do { \
+		const char *translated_fmt = _(fmt); \
+		\
+		OBX_FORMAT_STRING((part).text, fmt, fmt); \
+		if (translated_fmt == (fmt)) \
+			(part).translated = (part).text; \
+		else \
+			OBX_FORMAT_STRING((part).translated, translated_fmt, fmt); \
+	} while (0)
+
+/* Set str to format formatted with the arguments that follow last_arg. */
+#define OBX_FORMAT_STRING(str, format, last_arg) \
 	do { \
 		StringInfoData buf; \
 		\
@@ -48,14 +63,14 @@
 			va_list		args; \
 			int			needed; \
 			\
-			va_start(args, fmt); \
-			needed = appendStringInfoVA(&buf, _(fmt), args); \
+			va_start(args, last_arg); \
+			needed = appendStringInfoVA(&buf, (format), args); \
 			va_end(args); \
 			if (needed == 0) \
 				break; \
 			enlargeStringInfo(&buf, needed); \
 		} \
-		(field) = buf.data; \
+		(str) = buf.data; \
 	} while (0)
 
 static void obx_make_text_valid(char *str);
@@ -76,33 +91,33 @@ OutboxErrorSet(OutboxError *err, int sqlerrcode, const char *fmt,...)
 {
 	OutboxErrorClear(err);
 	err->sqlerrcode = sqlerrcode;
-	OBX_FORMAT_FIELD(err->message, fmt);
+	OBX_FORMAT_PART(err->message, fmt);
 }
 
 /* Add the detail: a full sentence. */
 void
 OutboxErrorDetail(OutboxError *err, const char *fmt,...)
 {
-	OBX_FORMAT_FIELD(err->detail, fmt);
+	OBX_FORMAT_PART(err->detail, fmt);
 }
 
 /* Add the hint: a full sentence. */
 void
 OutboxErrorHint(OutboxError *err, const char *fmt,...)
 {
-	OBX_FORMAT_FIELD(err->hint, fmt);
+	OBX_FORMAT_PART(err->hint, fmt);
 }
 
 /* Add the context: where the condition was met. */
 void
 OutboxErrorContext(OutboxError *err, const char *fmt,...)
 {
-	OBX_FORMAT_FIELD(err->context, fmt);
+	OBX_FORMAT_PART(err->context, fmt);
 }
 
 /*
- * Report the condition at elevel; from ERROR up this does not return.  The
- * texts are already translated, so they go out as they are.
+ * Report the condition at elevel, translated; from ERROR up this does not
+ * return.
  */
 void
 OutboxErrorRaise(int elevel, const OutboxError *err)
@@ -111,15 +126,18 @@ OutboxErrorRaise(int elevel, const OutboxError *err)
 
 	ereport(elevel,
 			(errcode(err->sqlerrcode),
-			 errmsg_internal("%s", err->message),
-			 err->detail != NULL ? errdetail_internal("%s", err->detail) : 0,
-			 err->hint != NULL ? errhint("%s", err->hint) : 0,
-			 err->context != NULL ? errcontext("%s", err->context) : 0));
+			 errmsg_internal("%s", err->message.translated),
+			 err->detail.text != NULL ?
+			 errdetail_internal("%s", err->detail.translated) : 0,
+			 err->hint.text != NULL ?
+			 errhint("%s", err->hint.translated) : 0,
+			 err->context.text != NULL ?
+			 errcontext("%s", err->context.translated) : 0));
 }
 
 /*
- * Format the condition as delivery records it in last_error (see the
- * glossary); palloc'd, valid in the database encoding.
+ * Format the condition, untranslated, as delivery records it in last_error
+ * (see the glossary); palloc'd, valid in the database encoding.
  */
 char *
 OutboxErrorText(const OutboxError *err)
@@ -130,13 +148,13 @@ OutboxErrorText(const OutboxError *err)
 
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "%s: %s", unpack_sql_state(err->sqlerrcode),
-					 err->message);
-	if (err->detail != NULL)
-		appendStringInfo(&buf, "\nDETAIL: %s", err->detail);
-	if (err->hint != NULL)
-		appendStringInfo(&buf, "\nHINT: %s", err->hint);
-	if (err->context != NULL)
-		appendStringInfo(&buf, "\nCONTEXT: %s", err->context);
+					 err->message.text);
+	if (err->detail.text != NULL)
+		appendStringInfo(&buf, "\nDETAIL: %s", err->detail.text);
+	if (err->hint.text != NULL)
+		appendStringInfo(&buf, "\nHINT: %s", err->hint.text);
+	if (err->context.text != NULL)
+		appendStringInfo(&buf, "\nCONTEXT: %s", err->context.text);
 
 	obx_make_text_valid(buf.data);
 	return buf.data;

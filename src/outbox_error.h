@@ -10,22 +10,33 @@
 #define OUTBOX_ERROR_H
 
 /*
+ * One part of a condition (message, detail, hint or context), formatted
+ * twice: as delivery records it, untranslated, so that last_error does not
+ * depend on the language of the session that delivered; and translated
+ * for lc_messages, as errmsg() would, for raising it.
+ */
+typedef struct OutboxErrorPart
+{
+	char	   *text;			/* untranslated; NULL: the part is absent */
+	char	   *translated;		/* may be the same string as text */
+} OutboxErrorPart;
+
+/*
  * An error condition, built once and then either raised or formatted as the
  * text that delivery records in last_error.  The strings are palloc'd in the
- * memory context current when they are set; message is NULL until the
- * condition is set.
+ * memory context current when they are set.
  */
 typedef struct OutboxError
 {
 	int			sqlerrcode;		/* ERRCODE_*, as MAKE_SQLSTATE encodes it */
-	char	   *message;		/* primary message */
-	char	   *detail;			/* or NULL */
-	char	   *hint;			/* or NULL */
-	char	   *context;		/* or NULL */
+	OutboxErrorPart message;	/* primary message; absent until set */
+	OutboxErrorPart detail;
+	OutboxErrorPart hint;
+	OutboxErrorPart context;
 } OutboxError;
 
 /* Has a condition been set? */
-#define OutboxErrorIsSet(err)	((err)->message != NULL)
+#define OutboxErrorIsSet(err)	((err)->message.text != NULL)
 
 extern void OutboxErrorClear(OutboxError *err);
 extern void OutboxErrorSet(OutboxError *err, int sqlerrcode,

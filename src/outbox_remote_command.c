@@ -427,7 +427,7 @@ obx_remote_error(PGconn *conn, const PGresult *res, const char *servername,
 		OutboxErrorSet(error, code, "%s", primary);
 	else
 		obx_libpq_message(error, code, conn,
-						  gettext_noop("could not obtain message string for remote error"));
+						  "could not obtain message string for remote error");
 	if (detail != NULL)
 		OutboxErrorDetail(error, "%s", detail);
 	if (hint != NULL)
@@ -444,13 +444,13 @@ static void
 obx_connection_error(PGconn *conn, const char *servername, OutboxError *error)
 {
 	obx_libpq_message(error, ERRCODE_CONNECTION_FAILURE, conn,
-					  gettext_noop("connection to the remote server failed"));
+					  "connection to the remote server failed");
 	obx_command_context(error, servername);
 }
 
 /*
  * Set the condition to what libpq last said about conn, or to fallback
- * (translated) when it said nothing.
+ * when it said nothing.
  */
 static void
 obx_libpq_message(OutboxError *error, int sqlerrcode, PGconn *conn,
@@ -459,7 +459,7 @@ obx_libpq_message(OutboxError *error, int sqlerrcode, PGconn *conn,
 	char	   *message = pchomp(PQerrorMessage(conn));
 
 	OutboxErrorSet(error, sqlerrcode, "%s",
-				   message[0] != '\0' ? message : _(fallback));
+				   message[0] != '\0' ? message : fallback);
 }
 
 /* Name the server whose command met the condition. */

@@ -11,11 +11,14 @@ OBJS = \
 	src/outbox_backoff.o \
 	src/outbox_drain.o \
 	src/outbox_envelope.o \
+	src/outbox_error.o \
 	src/outbox_guc.o \
 	src/outbox_identity.o \
 	src/outbox_launcher.o \
 	src/outbox_notify.o \
-	src/outbox_remote.o \
+	src/outbox_remote_check.o \
+	src/outbox_remote_command.o \
+	src/outbox_remote_conn.o \
 	src/outbox_shmem.o \
 	src/outbox_spi.o \
 	src/outbox_store.o \

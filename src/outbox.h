@@ -36,13 +36,8 @@
 /* argument checks (outbox_validate.c) */
 #include "outbox_validate.h"
 
-/* envelope (outbox_envelope.c) */
-extern Jsonb *BuildEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created_at,
-							Jsonb *payload);
-extern Jsonb *BuildTruncatedEnvelope(pg_uuid_t *id, text *event_type,
-									 TimestampTz created_at);
-extern char *FormatIsoTimestamp(TimestampTz ts);
-extern const char *EnvelopeTimestampProblem(TimestampTz ts);
+/* envelope (outbox_envelope.h) */
+#include "outbox_envelope.h"
 
 /*
  * the message store (outbox_store*.c, outbox_spi.c) and the identity it is
@@ -52,23 +47,8 @@ extern const char *EnvelopeTimestampProblem(TimestampTz ts);
 #include "outbox_store.h"
 #include "outbox_store_routes.h"
 
-/* delivery: routes, one delivery round, drain_once (outbox_api_routes.c, outbox_drain.c) */
-extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
-							   int64 *delivered, int64 *failed);
-
-/* NOTIFY target (outbox_notify.c) */
-#define OUTBOX_NOTIFY_MAX_BYTES		7999	/* pg_notify payloads stay below 8000 bytes */
-extern void CheckChannel(text *channel);
-extern bool NotifyDeliver(const char *channel, ClaimedMessage *m, char **error);
-
-/* remote PostgreSQL target (outbox_remote.c) */
-extern void RemoteCheckCommand(const char *command);
-extern void RemoteCheckRoute(const char *server_name, Oid creator);
-extern bool RemoteDeliver(const char *server_name, Oid userid,
-						  bool require_password, const char *command,
-						  const char *envelope, const char *topic,
-						  TimestampTz deadline, char **error);
-extern void RemoteDisconnectAll(void);
+/* delivery: drain, NOTIFY and remote routes (outbox_delivery.h) */
+#include "outbox_delivery.h"
 
 /* the extension, as CREATE EXTENSION and shared_preload_libraries name it */
 #define OUTBOX_EXTENSION_NAME		"krizaka_outbox"

@@ -4,9 +4,12 @@
  *		Server calls whose name or existence depends on the PostgreSQL
  *		version or minor release, kept in one place.
  *
- * The extension is built for PostgreSQL 15; a module built against one minor
- * release must still load into an older one, so nothing here may reference a
- * symbol that only later minor releases export.
+ * This is the only place that tests PG_VERSION_NUM, and it carries the
+ * includes those tests need.  The extension is built for PostgreSQL 15; a
+ * module built against one minor release must still load into an older one,
+ * so nothing may reference a symbol that only later minor releases export,
+ * except weakly (see ObxProxyOptionAllowed): the module needs no minimum
+ * minor release.
  *
  *-------------------------------------------------------------------------
  */
@@ -36,5 +39,34 @@
 #define ObxDatabaseOwnercheck(dboid, roleid) \
 	pg_database_ownercheck((dboid), (roleid))
 #endif
+
+/*
+ * Whether a server-side libpq client may pass a connection option on a
+ * user's behalf.  libpqsrv_is_valid_proxy_option() came with 15.20
+ * (libpq/libpq-be-fe-helpers.h says which options are blessed; the list may
+ * change in minor releases).  It is referenced weakly: a hard reference from
+ * a module built against 15.20 headers would make the module fail to load
+ * ("undefined symbol") into a 15.19 or older server.  With the weak
+ * reference its address is NULL on such a server, and the behaviour of a
+ * build against older headers applies: any non-debug libpq option of the
+ * server and user mapping passes, as the foreign-data wrappers' own
+ * validators already restrict them.
+ */
+#if PG_VERSION_NUM >= 150020
+#include "libpq/libpq-be-fe-helpers.h"
+#pragma weak libpqsrv_is_valid_proxy_option
+#define OBX_HAVE_PROXY_OPTION_CHECK 1
+#endif
+
+/* May a server-side client pass the libpq option keyword on? */
+static inline bool
+ObxProxyOptionAllowed(const char *keyword)
+{
+#ifdef OBX_HAVE_PROXY_OPTION_CHECK
+	if (libpqsrv_is_valid_proxy_option != NULL)
+		return libpqsrv_is_valid_proxy_option(keyword);
+#endif
+	return true;
+}
 
 #endif							/* OUTBOX_COMPAT_H */

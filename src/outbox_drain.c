@@ -12,14 +12,14 @@
  *
  * A remote route is not: the remote command commits on its own.  A batch is
  * claimed (leased), each message is delivered in order, and the outcomes
- * are recorded: the failures with outbox.fail and the target's error text,
+ * are recorded: the failures with outbox.fail and the text of their error,
  * the successes completed together at the end of the batch.  A remote call
  * has until the earlier of half a lease from its start and one second
  * before the lease ends; messages whose turn comes too late are released
  * (their attempt does not count) for the next round.
  *
- * Nothing in delivery raises an error for bad data or a failing target:
- * the envelope's timestamp is checked first, a broken channel or target
+ * Nothing in delivery raises an error for bad data or a failing server:
+ * the envelope's timestamp is checked first, a broken channel or server
  * becomes the failure of the message, and the others go on.  So no
  * subtransaction is needed.  Errors that do escape (an interrupt, memory
  * exhaustion) abort the whole batch.
@@ -54,6 +54,9 @@
 #include "utils/timestamp.h"
 
 #include "outbox.h"
+#include "outbox_delivery.h"
+#include "outbox_envelope.h"
+#include "outbox_error.h"
 
 PG_FUNCTION_INFO_V1(outbox_drain_once);
 
@@ -134,14 +137,16 @@ obx_notify_batch(DrainState *st, OutboxRoute *route, int size)
 	foreach(lc, messages)
 	{
 		ClaimedMessage *m = (ClaimedMessage *) lfirst(lc);
-		char	   *error = NULL;
+		OutboxError failure;
+		char	   *error;
 		TimestampTz now;
 
-		if (NotifyDeliver(route->channel, m, &error))
+		if (NotifyDeliver(route->channel, m, &failure))
 		{
 			st->delivered++;
 			continue;
 		}
+		error = OutboxErrorText(&failure);
 		now = GetCurrentTimestamp();
 		StoreUndeliver(&m->id, st->owner,
 					   now + (int64) st->lease_seconds * USECS_PER_SEC);
@@ -225,7 +230,7 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 		TimestampTz now = GetCurrentTimestamp();
 		TimestampTz deadline = Min(now + lease_us / 2,
 								   m->leased_until - LEASE_MARGIN_US);
-		const char *problem = EnvelopeTimestampProblem(m->created_at);
+		OutboxError failure;
 		char	   *error = NULL;
 		bool		ok;
 
@@ -237,11 +242,8 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 			continue;
 		}
 
-		if (problem)
-		{
-			error = pstrdup(problem);
+		if (!EnvelopeCheckTimestamp(m->created_at, &failure))
 			ok = false;
-		}
 		else
 		{
 			Jsonb	   *env = BuildEnvelope(&m->id, m->event_type,
@@ -250,8 +252,10 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 			ok = RemoteDeliver(route->server, st->role, needs_password,
 							   route->command,
 							   JsonbToCString(NULL, &env->root, VARSIZE(env)),
-							   route->topic, deadline, &error);
+							   route->topic, deadline, &failure);
 		}
+		if (!ok)
+			error = OutboxErrorText(&failure);
 
 		if (ok)
 			done = lappend(done, &m->id);

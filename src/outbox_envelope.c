@@ -20,50 +20,57 @@
 #include "utils/datetime.h"
 #include "utils/timestamp.h"
 
-#include "outbox.h"
+#include "outbox_envelope.h"
 
 /* JavaScript's Date range: ±8.64e15 ms around the Unix epoch, in µs */
 #define JS_DATE_LIMIT_US	INT64CONST(8640000000000000000)
 #define UNIX_EPOCH_OFFSET_US \
 	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
 
+static char *obx_iso_timestamp(TimestampTz ts);
 static void obx_push_key(JsonbParseState **state, const char *key);
 
 /*
- * Why ts cannot be an occurredAt, as "SQLSTATE: message" text, or NULL when
- * it can: infinite, or outside the range of a JavaScript Date.
+ * Can ts be an occurredAt?  Not if it is infinite or outside the range of
+ * a JavaScript Date; then returns false with the condition in *error.
  */
-const char *
-EnvelopeTimestampProblem(TimestampTz ts)
+bool
+EnvelopeCheckTimestamp(TimestampTz ts, OutboxError *error)
 {
 	if (TIMESTAMP_NOT_FINITE(ts))
-		return "22008: timestamp out of range for an envelope\nDETAIL: occurredAt cannot be infinite.";
+	{
+		OutboxErrorSet(error, ERRCODE_DATETIME_VALUE_OUT_OF_RANGE,
+					   "timestamp out of range for an envelope");
+		OutboxErrorDetail(error, "occurredAt cannot be infinite.");
+		return false;
+	}
 
 	/* written without an addition that could overflow near the end of time */
 	if (ts > JS_DATE_LIMIT_US - UNIX_EPOCH_OFFSET_US ||
 		ts < -JS_DATE_LIMIT_US - UNIX_EPOCH_OFFSET_US)
-		return "22008: timestamp out of range for an envelope\nDETAIL: occurredAt must lie within the range of a JavaScript Date.";
-	return NULL;
+	{
+		OutboxErrorSet(error, ERRCODE_DATETIME_VALUE_OUT_OF_RANGE,
+					   "timestamp out of range for an envelope");
+		OutboxErrorDetail(error, "occurredAt must lie within the range of a JavaScript Date.");
+		return false;
+	}
+	return true;
 }
 
-/* Format ts the way JavaScript's toISOString does; palloc'd. */
-char *
-FormatIsoTimestamp(TimestampTz ts)
+/*
+ * Format ts the way JavaScript's toISOString does; palloc'd.  Raises the
+ * error of EnvelopeCheckTimestamp for an instant JavaScript cannot hold.
+ */
+static char *
+obx_iso_timestamp(TimestampTz ts)
 {
 	struct pg_tm tm;
 	fsec_t		fsec;
 	char		year[16];
+	OutboxError error;
 
-	if (TIMESTAMP_NOT_FINITE(ts))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("timestamp out of range for an envelope"),
-				 errdetail("occurredAt cannot be infinite.")));
-	if (EnvelopeTimestampProblem(ts) != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("timestamp out of range for an envelope"),
-				 errdetail("occurredAt must lie within the range of a JavaScript Date.")));
+	if (!EnvelopeCheckTimestamp(ts, &error))
+		OutboxErrorThrow(&error);
 
 	if (timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
 		ereport(ERROR,
@@ -123,7 +130,7 @@ obx_build(pg_uuid_t *id, text *event_type, TimestampTz created_at,
 	pushJsonbValue(&state, WJB_VALUE, &v);
 
 	obx_push_key(&state, "occurredAt");
-	s = FormatIsoTimestamp(created_at);
+	s = obx_iso_timestamp(created_at);
 	v.type = jbvString;
 	v.val.string.val = s;
 	v.val.string.len = strlen(s);

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_notify.c
- *		The NOTIFY delivery target.
+ *		NOTIFY routes: checking a channel, and delivering to it.
  *
  * A message routed to a channel is sent as pg_notify(channel, envelope).
  * NOTIFY is transactional: the notification leaves when the transaction
@@ -18,6 +18,8 @@
 #include "utils/jsonb.h"
 
 #include "outbox.h"
+#include "outbox_delivery.h"
+#include "outbox_envelope.h"
 
 /*
  * Check a channel name: a lower-case SQL identifier (letters, digits, _ and
@@ -55,31 +57,33 @@ CheckChannel(text *channel)
 
 /*
  * Queue the envelope of m on channel; it is sent when the transaction
- * commits.  Returns false with the reason in *error, raising nothing, when
- * the message cannot be sent (a channel made invalid by hand in
+ * commits.  Returns false with the condition in *error, raising nothing,
+ * when the message cannot be sent (a channel made invalid by hand in
  * outbox.routes, a created_at no envelope can carry).  A payload too large
  * for a notification is never turned into text whole: its size in jsonb
  * already tells that it cannot fit.
  */
 bool
-NotifyDeliver(const char *channel, ClaimedMessage *m, char **error)
+NotifyDeliver(const char *channel, ClaimedMessage *m, OutboxError *error)
 {
 	Jsonb	   *env;
 	char	   *payload = NULL;
-	const char *problem;
 	size_t		len = strlen(channel);
 
-	if (len == 0 || len >= NAMEDATALEN)
+	if (len == 0)
 	{
-		*error = psprintf("22023: channel name %s", len ? "too long" : "cannot be empty");
+		OutboxErrorSet(error, ERRCODE_INVALID_PARAMETER_VALUE,
+					   "channel name cannot be empty");
 		return false;
 	}
-	problem = EnvelopeTimestampProblem(m->created_at);
-	if (problem)
+	if (len >= NAMEDATALEN)
 	{
-		*error = pstrdup(problem);
+		OutboxErrorSet(error, ERRCODE_INVALID_PARAMETER_VALUE,
+					   "channel name too long");
 		return false;
 	}
+	if (!EnvelopeCheckTimestamp(m->created_at, error))
+		return false;
 
 	/*
 	 * jsonb never takes more than about six times the size of its text (an

@@ -1,0 +1,605 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_remote_conn.c
+ *		Connections to remote servers: their libpq options, the cache of
+ *		one connection per (server, delivering role), connecting and
+ *		waiting by a deadline, cancelling, and closing.
+ *
+ * The server gives the connection options and the user mapping of the
+ * delivering role the credentials; nothing about the connection is stored
+ * in the outbox's own tables.  Connections are cached for the life of the
+ * backend, dropped after a failure, and invalidated when the server or the
+ * user mapping changes (only marked by the syscache callback; the next
+ * delivery reconnects).  Each connection holds one external FD in fd.c's
+ * budget.
+ *
+ * All waiting goes through the latch with our own deadline (PQconnectPoll
+ * ignores connect_timeout), so query cancel and terminate are served while
+ * the remote side hangs.  A wait may consume a latch set meanwhile for
+ * another reason; RemoteWaitsEnd sets it again.
+ *
+ * Glossary:
+ *	entry		a RemoteConn: the cache's slot for one (server, role), with
+ *				or without a live connection
+ *	deadline	the instant by which a delivery must have returned; it covers
+ *				connecting, sending and waiting for the result
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/defrem.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/wait_event.h"
+
+#include "outbox_compat.h"
+#include "outbox_remote_int.h"
+
+#define OBX_APPLICATION_NAME	"krizaka_outbox"
+
+static MemoryContext ObxRemoteContext = NULL;
+static HTAB *ObxConnections = NULL;
+static PQconninfoOption *ObxLibpqOptions = NULL;	/* from PQconndefaults */
+static bool obx_latch_consumed = false;
+
+static bool obx_is_libpq_option(const char *keyword);
+static void obx_add_option(RemoteOptions *options, const char *keyword,
+						   const char *value);
+static void obx_cache_init(void);
+static bool obx_scan_begin(HASH_SEQ_STATUS *scan);
+static void obx_connect_timed_out(OutboxError *error, const char *servername,
+								  TimestampTz start);
+static void obx_connect_failed(OutboxError *error, const char *servername,
+							   PGconn *conn);
+static void obx_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
+static void obx_notice_receiver(void *arg, const PGresult *res);
+static void obx_close_all(int code, Datum arg);
+
+/* ---------------------------------------------------------------------
+ * Connection options
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Is keyword a libpq connection option that a server or user mapping may
+ * set?  Wrapper options that are not libpq's (postgres_fdw's fetch_size,
+ * use_remote_estimate, ...) are skipped, and so are libpq's debug options
+ * and the two set on every connection here.
+ */
+static bool
+obx_is_libpq_option(const char *keyword)
+{
+	PQconninfoOption *opt;
+
+	if (ObxLibpqOptions == NULL)
+	{
+		ObxLibpqOptions = PQconndefaults();
+		if (ObxLibpqOptions == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("Could not get the libpq default connection options.")));
+	}
+
+	if (strcmp(keyword, "client_encoding") == 0 ||
+		strcmp(keyword, "fallback_application_name") == 0)
+		return false;
+
+	for (opt = ObxLibpqOptions; opt->keyword != NULL; opt++)
+	{
+		if (strcmp(opt->keyword, keyword) == 0)
+			return strchr(opt->dispchar, 'D') == NULL;
+	}
+	return false;
+}
+
+/* Append one option, keeping both arrays NULL-terminated. */
+static void
+obx_add_option(RemoteOptions *options, const char *keyword, const char *value)
+{
+	options->keywords[options->count] = keyword;
+	options->values[options->count] = value;
+	options->count++;
+	options->keywords[options->count] = NULL;
+	options->values[options->count] = NULL;
+}
+
+/*
+ * Build the libpq options of a connection: the server's, then the user
+ * mapping's (later ones win in libpq), then application_name unless one is
+ * given, fallback_application_name and client_encoding = the database's
+ * encoding, so that the envelope and the remote messages need no
+ * conversion here.  Notes whether a password is among them and which
+ * option, if any, a server-side client may not pass on.
+ */
+void
+RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
+				   RemoteOptions *options)
+{
+	List	   *lists[2];
+	bool		have_appname = false;
+	int			n;
+	int			i;
+
+	lists[0] = server->options;
+	lists[1] = mapping != NULL ? mapping->options : NIL;
+	n = list_length(lists[0]) + list_length(lists[1]) + 3;
+
+	options->keywords = palloc((n + 1) * sizeof(char *));
+	options->values = palloc((n + 1) * sizeof(char *));
+	options->count = 0;
+	options->keywords[0] = NULL;
+	options->values[0] = NULL;
+	options->has_password = false;
+	options->unsafe_option = NULL;
+
+	for (i = 0; i < 2; i++)
+	{
+		ListCell   *lc;
+
+		foreach(lc, lists[i])
+		{
+			DefElem    *def = (DefElem *) lfirst(lc);
+			const char *value = defGetString(def);
+
+			if (!obx_is_libpq_option(def->defname))
+				continue;
+			if (strcmp(def->defname, "password") == 0 && value[0] != '\0')
+				options->has_password = true;
+			if (strcmp(def->defname, "application_name") == 0)
+				have_appname = true;
+			obx_add_option(options, def->defname, value);
+		}
+	}
+
+	if (!have_appname)
+		obx_add_option(options, "application_name", OBX_APPLICATION_NAME);
+	obx_add_option(options, "fallback_application_name", OBX_APPLICATION_NAME);
+	obx_add_option(options, "client_encoding", GetDatabaseEncodingName());
+
+	for (i = 0; i < options->count; i++)
+	{
+		if (!ObxProxyOptionAllowed(options->keywords[i]))
+		{
+			options->unsafe_option = options->keywords[i];
+			break;
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * The connection cache
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Create the cache on first use, with its memory context, the syscache
+ * callbacks that invalidate it and the exit callback that closes it.
+ */
+static void
+obx_cache_init(void)
+{
+	HASHCTL		ctl;
+	HTAB	   *connections;
+
+	if (ObxConnections != NULL)
+		return;
+
+	if (ObxRemoteContext == NULL)
+		ObxRemoteContext = AllocSetContextCreate(TopMemoryContext,
+												 "krizaka_outbox remote connections",
+												 ALLOCSET_SMALL_SIZES);
+	ctl.keysize = sizeof(RemoteConnKey);
+	ctl.entrysize = sizeof(RemoteConn);
+	ctl.hcxt = ObxRemoteContext;
+	connections = hash_create("krizaka_outbox remote connections", 8, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, obx_inval_callback,
+								  (Datum) 0);
+	CacheRegisterSyscacheCallback(USERMAPPINGOID, obx_inval_callback,
+								  (Datum) 0);
+
+	/*
+	 * A FATAL exit (terminate, postmaster death) leaves by proc_exit, not
+	 * through the delivery's PG_CATCH: cancel a command still running
+	 * remotely there, or it would go on and maybe commit after we are gone.
+	 */
+	on_proc_exit(obx_close_all, (Datum) 0);
+
+	/* Published last: the callbacks ignore a cache that does not exist. */
+	ObxConnections = connections;
+}
+
+/* The cache entry of the destination's server and role, created if new. */
+RemoteConn *
+RemoteConnFor(RemoteDestination *dest)
+{
+	RemoteConnKey key;
+	RemoteConn *entry;
+	bool		found;
+
+	obx_cache_init();
+
+	MemSet(&key, 0, sizeof(key));
+	key.serverid = dest->serverid;
+	key.userid = dest->userid;
+
+	entry = hash_search(ObxConnections, &key, HASH_ENTER, &found);
+	if (!found)
+	{
+		entry->conn = NULL;
+		entry->umid = InvalidOid;
+		entry->server_hash = 0;
+		entry->mapping_hash = 0;
+		entry->invalidated = false;
+		entry->used_password = false;
+		entry->busy = false;
+		namestrcpy(&entry->servername, dest->servername);
+	}
+	return entry;
+}
+
+/*
+ * May the entry's connection carry this delivery?  Not if the server or
+ * user mapping changed, if a password is required but the connection was
+ * made without one, or if the session is not idle and well.  Reading what
+ * arrived while it was idle reveals a session the remote side closed.
+ */
+bool
+RemoteConnUsable(RemoteConn *entry, RemoteDestination *dest,
+				 bool require_password)
+{
+	if (entry->invalidated || entry->umid != dest->umid)
+		return false;
+	if (require_password && !entry->used_password)
+		return false;
+	if (!PQconsumeInput(entry->conn))
+		return false;
+	return PQstatus(entry->conn) == CONNECTION_OK &&
+		PQtransactionStatus(entry->conn) == PQTRANS_IDLE;
+}
+
+/*
+ * Begin a scan of the cache's entries with hash_seq_search; false when no
+ * cache exists yet (nothing was ever delivered, or the callbacks run before
+ * the cache is published).
+ */
+static bool
+obx_scan_begin(HASH_SEQ_STATUS *scan)
+{
+	if (ObxConnections == NULL)
+		return false;
+	hash_seq_init(scan, ObxConnections);
+	return true;
+}
+
+/* Close the connections whose server or user mapping changed. */
+void
+RemoteCloseInvalidated(void)
+{
+	HASH_SEQ_STATUS scan;
+	RemoteConn *entry;
+
+	if (!obx_scan_begin(&scan))
+		return;
+	while ((entry = (RemoteConn *) hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->conn != NULL && entry->invalidated && !entry->busy)
+			RemoteConnClose(entry);
+	}
+}
+
+/*
+ * Syscache callback for foreign servers and user mappings: mark the
+ * connections made with a changed one (all of them on a cache reset).
+ * Only marks; the next delivery reconnects.
+ */
+static void
+obx_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS scan;
+	RemoteConn *entry;
+
+	if (!obx_scan_begin(&scan))
+		return;
+	while ((entry = (RemoteConn *) hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->conn == NULL)
+			continue;
+		if (hashvalue == 0 ||
+			(cacheid == FOREIGNSERVEROID && entry->server_hash == hashvalue) ||
+			(cacheid == USERMAPPINGOID && entry->mapping_hash == hashvalue))
+			entry->invalidated = true;
+	}
+}
+
+/*
+ * Notices from the remote session (RAISE NOTICE in a called function, the
+ * goodbye of a terminated session) go to the server log at DEBUG1 rather
+ * than to stderr.
+ */
+static void
+obx_notice_receiver(void *arg, const PGresult *res)
+{
+	RemoteConn *entry = (RemoteConn *) arg;
+	const char *severity;
+	const char *message;
+
+	if (!message_level_is_interesting(DEBUG1))
+		return;
+
+	severity = PQresultErrorField(res, PG_DIAG_SEVERITY);
+	message = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	ereport(DEBUG1,
+			(errmsg_internal("%s from server \"%s\": %s",
+							 severity != NULL ? severity : "NOTICE",
+							 NameStr(entry->servername),
+							 message != NULL ? message : "")));
+}
+
+/*
+ * proc_exit callback: close every cached connection, cancelling a command
+ * still running.  Safe when nothing is cached.
+ */
+static void
+obx_close_all(int code, Datum arg)
+{
+	HASH_SEQ_STATUS scan;
+	RemoteConn *entry;
+
+	if (!obx_scan_begin(&scan))
+		return;
+	while ((entry = (RemoteConn *) hash_seq_search(&scan)) != NULL)
+		RemoteConnAbandon(entry);
+}
+
+/* ---------------------------------------------------------------------
+ * Connecting and closing
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Connect the entry to its server without blocking, by the deadline.
+ * For a non-superuser's route (require_password) the options must carry a
+ * password and the server must have asked for it, the rule dblink applies.
+ * Returns false with the condition in *error.
+ */
+bool
+RemoteConnOpen(RemoteConn *entry, RemoteDestination *dest,
+			   bool require_password, TimestampTz start, TimestampTz deadline,
+			   OutboxError *error)
+{
+	PostgresPollingStatusType status;
+	PGconn	   *conn;
+
+	if (!RemoteCheckOptions(&dest->options, require_password, error))
+	{
+		OutboxErrorContext(error, "connection to server \"%s\"",
+						   dest->servername);
+		return false;
+	}
+	if (GetCurrentTimestamp() >= deadline)
+	{
+		obx_connect_timed_out(error, dest->servername, start);
+		return false;
+	}
+
+	/* A connection is one long-lived file descriptor in fd.c's budget. */
+	if (!AcquireExternalFD())
+	{
+		OutboxErrorSet(error, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+					   "could not connect to server \"%s\": there are too many open files on the local server",
+					   dest->servername);
+		OutboxErrorHint(error, "Raise the server's max_files_per_process and/or \"ulimit -n\" limits.");
+		return false;
+	}
+	conn = PQconnectStartParams(dest->options.keywords,
+								dest->options.values, false);
+	if (conn == NULL)
+	{
+		ReleaseExternalFD();
+		OutboxErrorSet(error, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+					   "could not connect to server \"%s\": out of memory",
+					   dest->servername);
+		return false;
+	}
+
+	/* From here on RemoteConnClose releases the connection and its FD. */
+	entry->conn = conn;
+	entry->umid = dest->umid;
+	entry->server_hash = GetSysCacheHashValue1(FOREIGNSERVEROID,
+											   ObjectIdGetDatum(dest->serverid));
+	entry->mapping_hash = GetSysCacheHashValue1(USERMAPPINGOID,
+												ObjectIdGetDatum(dest->umid));
+	entry->invalidated = false;
+	entry->used_password = false;
+	entry->busy = false;
+	namestrcpy(&entry->servername, dest->servername);
+	PQsetNoticeReceiver(conn, obx_notice_receiver, entry);
+
+	/* Per PQconnectPoll's contract, first wait until the socket is writable. */
+	status = PQstatus(conn) == CONNECTION_BAD ?
+		PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+	while (status != PGRES_POLLING_OK && status != PGRES_POLLING_FAILED)
+	{
+		int			events;
+		int			rc;
+
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			obx_connect_timed_out(error, dest->servername, start);
+			RemoteConnClose(entry);
+			return false;
+		}
+
+		events = status == PGRES_POLLING_READING ?
+			WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+		rc = RemoteWait(conn, events, deadline);
+		if (rc & events)
+			status = PQconnectPoll(conn);
+	}
+
+	if (status == PGRES_POLLING_FAILED)
+	{
+		obx_connect_failed(error, dest->servername, conn);
+		RemoteConnClose(entry);
+		return false;
+	}
+
+	entry->used_password = PQconnectionUsedPassword(conn);
+	if (require_password && !entry->used_password)
+	{
+		OutboxErrorSet(error, ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED,
+					   "password is required");
+		OutboxErrorDetail(error, "Non-superuser cannot connect if the server does not request a password.");
+		OutboxErrorHint(error, "Target server's authentication method must be changed.");
+		OutboxErrorContext(error, "connection to server \"%s\"",
+						   dest->servername);
+		RemoteConnClose(entry);
+		return false;
+	}
+
+	if (PQsetnonblocking(conn, 1) != 0)
+	{
+		obx_connect_failed(error, dest->servername, conn);
+		RemoteConnClose(entry);
+		return false;
+	}
+	return true;
+}
+
+/* The condition of a connection attempt that ran out of time. */
+static void
+obx_connect_timed_out(OutboxError *error, const char *servername,
+					  TimestampTz start)
+{
+	OutboxErrorSet(error, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+				   "connection to server \"%s\" timed out after %ld ms",
+				   servername, RemoteElapsedMs(start));
+}
+
+/* The condition of a connection attempt that libpq gave up on. */
+static void
+obx_connect_failed(OutboxError *error, const char *servername, PGconn *conn)
+{
+	OutboxErrorSet(error, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+				   "could not connect to server \"%s\": %s",
+				   servername, pchomp(PQerrorMessage(conn)));
+}
+
+/* Close the entry's connection, if any, and release its FD. */
+void
+RemoteConnClose(RemoteConn *entry)
+{
+	if (entry->conn == NULL)
+		return;
+
+	PQfinish(entry->conn);
+	ReleaseExternalFD();
+	entry->conn = NULL;
+	entry->busy = false;
+	entry->invalidated = false;
+	entry->used_password = false;
+}
+
+/* Drop a connection left behind by an error, cancelling its command first. */
+void
+RemoteConnAbandon(RemoteConn *entry)
+{
+	if (entry->conn != NULL && entry->busy)
+		RemoteCancel(entry->conn, NameStr(entry->servername), false);
+	RemoteConnClose(entry);
+}
+
+/* ---------------------------------------------------------------------
+ * Waiting and cancelling
+ * ---------------------------------------------------------------------
+ */
+
+/* Start a delivery's waits: no latch event consumed yet. */
+void
+RemoteWaitsBegin(void)
+{
+	obx_latch_consumed = false;
+}
+
+/*
+ * End a delivery's waits.  They reset our latch; whatever set it meanwhile
+ * (a commit waking the worker, say) must still find it set when the
+ * delivery returns.
+ */
+void
+RemoteWaitsEnd(void)
+{
+	if (obx_latch_consumed)
+		SetLatch(MyLatch);
+	obx_latch_consumed = false;
+}
+
+/*
+ * Wait until the socket is ready for events, the latch is set or the
+ * deadline passes, serving interrupts when the latch is set.  Returns the
+ * WL_* events that happened.  PQconnectPoll ignores connect_timeout, so
+ * this deadline is the only bound on connecting as well.
+ */
+int
+RemoteWait(PGconn *conn, int events, TimestampTz deadline)
+{
+	long		timeout;
+	int			rc;
+
+	/* Without a socket libpq has given up; let it say so. */
+	if (PQsocket(conn) == PGINVALID_SOCKET)
+		return events;
+
+	timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+	if (timeout <= 0)
+		return WL_TIMEOUT;
+
+	rc = WaitLatchOrSocket(MyLatch,
+						   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
+						   PQsocket(conn), timeout, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+	{
+		ResetLatch(MyLatch);
+		obx_latch_consumed = true;
+		CHECK_FOR_INTERRUPTS();
+	}
+	return rc;
+}
+
+/*
+ * Ask the remote server to cancel the running command.  Best effort: the
+ * caller drops the connection anyway.  PQcancel opens a connection of its
+ * own to the address that answered moments ago; libpq 15 has no
+ * nonblocking form of it.
+ */
+void
+RemoteCancel(PGconn *conn, const char *servername, bool report)
+{
+	PGcancel   *cancel = PQgetCancel(conn);
+	char		errbuf[256];
+	bool		sent;
+
+	if (cancel == NULL)
+		return;
+	sent = PQcancel(cancel, errbuf, sizeof(errbuf));
+	PQfreeCancel(cancel);
+
+	if (!sent && report)
+		ereport(WARNING,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not send cancel request to server \"%s\"",
+						servername),
+				 errdetail_internal("%s", errbuf)));
+}

@@ -1,0 +1,102 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_remote_int.h
+ *		What the files of remote delivery share, and nothing else includes:
+ *		the resolved destination of a route, its libpq options, the cached
+ *		connections, and waiting on a connection.
+ *
+ *	outbox_remote_check.c	the checks of a route's command and server, at
+ *							route creation (raised) and at each delivery
+ *							(kept)
+ *	outbox_remote_conn.c	connection options, the connection cache,
+ *							connecting and waiting by a deadline, cancel
+ *	outbox_remote_command.c	RemoteDeliver: running the command for one
+ *							message and reading its outcome
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_REMOTE_INT_H
+#define OUTBOX_REMOTE_INT_H
+
+#include "datatype/timestamp.h"
+#include "foreign/foreign.h"
+#include "libpq-fe.h"
+#include "utils/timestamp.h"
+
+#include "outbox_error.h"
+
+/* libpq connection options built from a server and a user mapping */
+typedef struct RemoteOptions
+{
+	const char **keywords;		/* NULL-terminated, for PQconnectStartParams */
+	const char **values;
+	int			count;
+	bool		has_password;	/* a non-empty password is among them */
+	const char *unsafe_option;	/* the first one a server may not pass on */
+} RemoteOptions;
+
+/*
+ * A route's server, resolved for one delivering role: the server, the
+ * role's user mapping and the libpq options built from both.
+ */
+typedef struct RemoteDestination
+{
+	Oid			serverid;
+	char	   *servername;
+	Oid			userid;
+	Oid			umid;			/* the role's user mapping, or PUBLIC's */
+	RemoteOptions options;
+} RemoteDestination;
+
+/* the connection cache: one connection per (server, delivering role) */
+typedef struct RemoteConnKey
+{
+	Oid			serverid;
+	Oid			userid;
+} RemoteConnKey;
+
+typedef struct RemoteConn
+{
+	RemoteConnKey key;			/* hash key; must be first */
+	PGconn	   *conn;			/* NULL, or a connection holding an external
+								 * FD */
+	Oid			umid;			/* user mapping it was made with */
+	uint32		server_hash;	/* syscache hash values, for invalidation */
+	uint32		mapping_hash;
+	bool		invalidated;	/* server or mapping changed: reconnect */
+	bool		used_password;	/* the remote server asked for the password */
+	bool		busy;			/* a command is in flight */
+	NameData	servername;		/* for notices */
+} RemoteConn;
+
+/* outbox_remote_check.c */
+extern bool RemoteResolve(const char *server_name, Oid userid,
+						  RemoteDestination *dest, OutboxError *error);
+extern bool RemoteCheckOptions(const RemoteOptions *options,
+							   bool require_password, OutboxError *error);
+
+/* outbox_remote_conn.c */
+extern void RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
+							   RemoteOptions *options);
+extern RemoteConn *RemoteConnFor(RemoteDestination *dest);
+extern bool RemoteConnUsable(RemoteConn *entry, RemoteDestination *dest,
+							 bool require_password);
+extern bool RemoteConnOpen(RemoteConn *entry, RemoteDestination *dest,
+						   bool require_password, TimestampTz start,
+						   TimestampTz deadline, OutboxError *error);
+extern void RemoteConnClose(RemoteConn *entry);
+extern void RemoteConnAbandon(RemoteConn *entry);
+extern void RemoteCloseInvalidated(void);
+extern void RemoteWaitsBegin(void);
+extern void RemoteWaitsEnd(void);
+extern int	RemoteWait(PGconn *conn, int events, TimestampTz deadline);
+extern void RemoteCancel(PGconn *conn, const char *servername, bool report);
+
+/* Milliseconds since start. */
+static inline long
+RemoteElapsedMs(TimestampTz start)
+{
+	return TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
+}
+
+#endif							/* OUTBOX_REMOTE_INT_H */

@@ -54,6 +54,48 @@ my $fingerprint_sql = q{
 	UNION ALL SELECT string_agg(topic || ' ' || target || ' ' || coalesce(channel, server), ', ') FROM outbox.routes
 };
 
+# The definition of everything in schema outbox, grants left out: an updated
+# installation must be the same as a fresh one, column order included.
+my $schema_sql = q{
+	SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+	  SELECT 'function ' || p.oid::regprocedure || ' returns ' || pg_get_function_result(p.oid)
+	         || concat_ws(' ', '', p.prokind, p.prosecdef, p.provolatile, p.proisstrict, p.proparallel,
+	                      array_to_string(p.proconfig, ','), p.prosrc, pg_get_function_arguments(p.oid),
+	                      obj_description(p.oid, 'pg_proc'))
+	    FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace
+	  UNION ALL
+	  SELECT 'relation ' || c.relname || concat_ws(' ', '', c.relkind, array_to_string(c.reloptions, ','),
+	                                               obj_description(c.oid, 'pg_class'))
+	    FROM pg_class c WHERE c.relnamespace = 'outbox'::regnamespace
+	  UNION ALL
+	  SELECT 'column ' || c.relname || '.' || a.attnum || ' ' || a.attname
+	         || concat_ws(' ', '', format_type(a.atttypid, a.atttypmod), a.attnotnull,
+	                      pg_get_expr(d.adbin, d.adrelid), col_description(c.oid, a.attnum))
+	    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+	    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+	   WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('r', 'v') AND a.attnum > 0 AND NOT a.attisdropped
+	  UNION ALL
+	  SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+	    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relnamespace = 'outbox'::regnamespace
+	  UNION ALL
+	  SELECT 'constraint ' || conname || ' ' || pg_get_constraintdef(oid)
+	    FROM pg_constraint WHERE connamespace = 'outbox'::regnamespace
+	  UNION ALL
+	  SELECT 'view ' || c.relname || ' ' || pg_get_viewdef(c.oid)
+	    FROM pg_class c WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind = 'v'
+	  UNION ALL
+	  SELECT 'type ' || t.typname || ' ' || t.typtype
+	    FROM pg_type t WHERE t.typnamespace = 'outbox'::regnamespace AND t.typrelid = 0 AND t.typelem = 0
+	  UNION ALL
+	  SELECT 'config ' || c.relname || ' ' || coalesce(e.extcondition[array_position(e.extconfig, c.oid)], '')
+	    FROM pg_extension e, unnest(e.extconfig) AS x(oid) JOIN pg_class c ON c.oid = x.oid
+	   WHERE e.extname = 'krizaka_outbox'
+	) s(x)
+};
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('fresh', 'CREATE EXTENSION krizaka_outbox');
+my $fresh_schema = $node->safe_psql('fresh', $schema_sql);
+
 for my $v (@versions)
 {
 	my $db = 'v' . ($v =~ s/\W/_/gr);
@@ -63,6 +105,7 @@ for my $v (@versions)
 	is($node->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'}),
 		$current, "$v: updated to $current");
 	is($node->safe_psql($db, $fingerprint_sql), $before, "$v: the data is intact");
+	is($node->safe_psql($db, $schema_sql), $fresh_schema, "$v: the same definitions as a fresh installation");
 	is($node->safe_psql($db, q{
 		SELECT count(*) FROM pg_proc p
 		 WHERE p.pronamespace = 'outbox'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')}),

@@ -19,10 +19,12 @@
  * (their attempt does not count) for the next round.
  *
  * Nothing in delivery raises an error for bad data or a failing server:
- * the envelope's timestamp is checked first, a broken channel or server
- * becomes the failure of the message, and the others go on.  So no
- * subtransaction is needed.  Errors that do escape (an interrupt, memory
- * exhaustion) abort the whole batch.
+ * an envelope that cannot be made (its timestamp, its size as jsonb or as
+ * text, all judged before it is built), a broken channel or server becomes
+ * the failure of that message, and the others go on.  So no subtransaction
+ * is needed.  Errors that do escape (an interrupt, memory exhaustion)
+ * abort the whole batch.  A remote batch holds its payloads as stored and
+ * makes one message's envelope at a time, in a memory context of its own.
  *
  * drain_once runs all of this inside its caller's transaction, one batch of
  * outbox.batch_size per topic.  The worker commits each NOTIFY batch, and
@@ -210,6 +212,9 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 	ListCell   *lc;
 	int64		lease_us = (int64) st->lease_seconds * USECS_PER_SEC;
 	bool		needs_password = obx_route_needs_password(st, route);
+	MemoryContext message_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													  "outbox message",
+													  ALLOCSET_DEFAULT_SIZES);
 
 	/*
 	 * A remote server keeps what it is sent, so nothing may leave before
@@ -231,7 +236,9 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 		TimestampTz deadline = Min(now + lease_us / 2,
 								   m->leased_until - LEASE_MARGIN_US);
 		OutboxError failure;
-		char	   *error = NULL;
+		MemoryContext old;
+		char	   *envelope;
+		char	   *error;
 		bool		ok;
 
 		CHECK_FOR_INTERRUPTS();
@@ -242,27 +249,28 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 			continue;
 		}
 
-		if (!EnvelopeCheckTimestamp(m->created_at, &failure))
-			ok = false;
-		else
-		{
-			Jsonb	   *env = BuildEnvelope(&m->id, m->event_type,
-											m->created_at, m->payload);
-
-			ok = RemoteDeliver(route->server, st->role, needs_password,
-							   route->command,
-							   JsonbToCString(NULL, &env->root, VARSIZE(env)),
-							   route->topic, deadline, &failure);
-		}
+		/* one message's payload, envelope and error at a time */
+		old = MemoryContextSwitchTo(message_cxt);
+		envelope = EnvelopeText(&m->id, m->event_type, m->created_at,
+								m->payload, OUTBOX_REMOTE_MAX_BYTES, &failure);
+		ok = envelope != NULL &&
+			RemoteDeliver(route->server, st->role, needs_password,
+						  route->command, envelope, route->topic, deadline,
+						  &failure);
 		if (!ok)
+		{
 			error = OutboxErrorText(&failure);
+			if (StoreFail(&m->id, st->owner, ClipErrorText(error, strlen(error)),
+						  GetCurrentTimestamp()))
+				st->failed++;
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(message_cxt);
 
 		if (ok)
 			done = lappend(done, &m->id);
-		else if (StoreFail(&m->id, st->owner, ClipErrorText(error, strlen(error)),
-						   GetCurrentTimestamp()))
-			st->failed++;
 	}
+	MemoryContextDelete(message_cxt);
 
 	if (done != NIL)
 		st->delivered += StoreCompleteMany(DatumGetArrayTypeP(obx_uuid_array(done)),

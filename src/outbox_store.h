@@ -33,14 +33,22 @@ typedef struct ClaimRequest
 	TimestampTz now;
 } ClaimRequest;
 
-/* what delivery needs of a claimed message */
+/*
+ * What delivery needs of a claimed message.  The payload is held as it is
+ * stored, not detoasted: inline (perhaps compressed) it is part of a row
+ * that fits in one page; larger, it is an 18-byte pointer to its TOAST
+ * value.  So a batch of n messages holds at most n pages of payload, and
+ * delivery detoasts one payload at a time, and only the ones it sends
+ * whole (see EnvelopeText).  payload_size is its size detoasted.
+ */
 typedef struct ClaimedMessage
 {
 	pg_uuid_t	id;
 	text	   *topic;
 	text	   *event_type;
 	TimestampTz created_at;
-	Jsonb	   *payload;
+	Datum		payload;		/* jsonb as stored; perhaps a TOAST pointer */
+	Size		payload_size;	/* its size detoasted, header included */
 	int			attempts;
 	TimestampTz leased_until;
 } ClaimedMessage;

@@ -7,7 +7,9 @@
  * The command runs remotely as one statement in autocommit mode with
  * $1 = the envelope (jsonb) and $2 = the topic (text), sent as typed
  * parameters on the cached connection of the route's server and the
- * delivering role.
+ * delivering role.  Only how it ended matters, so its results are read in
+ * single-row mode and each is freed at once: a command that returns a
+ * million rows holds one of them at a time.
  *
  * Delivery never raises an error for a remote, network or configuration
  * problem: it returns false and the condition (the remote SQLSTATE,
@@ -25,14 +27,23 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/timestamp.h"
 
+#include "outbox.h"
 #include "outbox_delivery.h"
 #include "outbox_remote_int.h"
 
 #define OBX_CANCEL_WAIT_MS		250		/* grace for a cancelled command to end */
+
+/*
+ * libpq grows a connection's buffers to its largest message and never
+ * shrinks them; a connection that carried a message larger than this is
+ * closed after the command, so that an idle worker keeps no such buffer.
+ */
+#define OBX_KEEP_BUFFER_BYTES	(1024 * 1024)
 
 /* how running a command ended */
 typedef enum ObxOutcome
@@ -55,6 +66,7 @@ typedef struct ObxResults
 {
 	bool		ok;				/* the last result was a success */
 	OutboxError error;			/* the first failure, if any */
+	size_t		largest;		/* bytes of the largest row or error */
 } ObxResults;
 
 static bool obx_deliver(RemoteDestination *dest, bool require_password,
@@ -74,6 +86,8 @@ static ObxWaitStatus obx_collect(PGconn *conn, const char *servername,
 								 TimestampTz deadline, ObxResults *results);
 static bool obx_take_result(PGconn *conn, PGresult *res,
 							const char *servername, ObxResults *results);
+static size_t obx_result_bytes(const PGresult *res);
+static char *obx_clip(const char *s);
 static void obx_command_timed_out(OutboxError *error, const char *servername,
 								  long elapsed_ms);
 static void obx_remote_error(PGconn *conn, const PGresult *res,
@@ -183,6 +197,8 @@ obx_deliver_on(RemoteConn *entry, RemoteDestination *dest,
 
 		outcome = obx_run_command(entry, dest->servername, command,
 								  envelope, topic, start, deadline, error);
+		if (outcome != OBX_BROKEN && entry->oversized)
+			RemoteConnClose(entry);
 		if (outcome == OBX_DONE)
 			return true;
 		if (outcome == OBX_FAILED)
@@ -228,6 +244,7 @@ obx_run_command(RemoteConn *entry, const char *servername,
 	values[1] = topic;
 	results.ok = false;
 	OutboxErrorClear(&results.error);
+	results.largest = strlen(envelope);
 
 	if (GetCurrentTimestamp() >= deadline)
 	{
@@ -241,6 +258,9 @@ obx_run_command(RemoteConn *entry, const char *servername,
 		return OBX_BROKEN;
 	}
 	entry->busy = true;
+	if (!PQsetSingleRowMode(conn))
+		elog(DEBUG1, "could not set single-row mode on the connection to server \"%s\"",
+			 servername);
 
 	status = obx_collect(conn, servername, deadline, &results);
 	if (status == OBX_WAIT_TIMEOUT)
@@ -258,6 +278,7 @@ obx_run_command(RemoteConn *entry, const char *servername,
 											OBX_CANCEL_WAIT_MS);
 		status = obx_collect(conn, servername, grace, &results);
 		entry->busy = false;
+		entry->oversized = results.largest > OBX_KEEP_BUFFER_BYTES;
 		if (status == OBX_WAIT_DONE && results.ok)
 			return OBX_DONE;
 
@@ -265,6 +286,7 @@ obx_run_command(RemoteConn *entry, const char *servername,
 		return OBX_BROKEN;
 	}
 	entry->busy = false;
+	entry->oversized = results.largest > OBX_KEEP_BUFFER_BYTES;
 
 	if (status == OBX_WAIT_BROKEN)
 	{
@@ -353,8 +375,11 @@ obx_take_result(PGconn *conn, PGresult *res, const char *servername,
 
 	PG_TRY();
 	{
+		results->largest = Max(results->largest, obx_result_bytes(res));
 		switch (PQresultStatus(res))
 		{
+			case PGRES_SINGLE_TUPLE:
+				break;			/* a row, read only to be freed */
 			case PGRES_COMMAND_OK:
 			case PGRES_TUPLES_OK:
 				results->ok = !OutboxErrorIsSet(&results->error);
@@ -387,10 +412,42 @@ obx_take_result(PGconn *conn, PGresult *res, const char *servername,
 	return usable;
 }
 
+/*
+ * About the bytes a result took in libpq's input buffer: its row's values,
+ * or its error message.
+ */
+static size_t
+obx_result_bytes(const PGresult *res)
+{
+	size_t		bytes = strlen(PQresultErrorMessage(res));
+	int			row;
+	int			col;
+
+	for (row = 0; row < PQntuples(res); row++)
+		for (col = 0; col < PQnfields(res); col++)
+			bytes += PQgetlength(res, row, col);
+	return bytes;
+}
+
 /* ---------------------------------------------------------------------
  * Conditions of a running command
  * ---------------------------------------------------------------------
  */
+
+/*
+ * A copy of a remote text cut to what last_error keeps, on a character
+ * boundary (the connection's client_encoding is the database's): a remote
+ * error may quote the whole envelope.
+ */
+static char *
+obx_clip(const char *s)
+{
+	size_t		len = strlen(s);
+
+	if (len > OUTBOX_ERROR_MAX_BYTES)
+		len = pg_mbcliplen(s, len, OUTBOX_ERROR_MAX_BYTES);
+	return pnstrdup(s, len);
+}
 
 /* The condition of a command that ran out of time. */
 static void
@@ -424,17 +481,17 @@ obx_remote_error(PGconn *conn, const PGresult *res, const char *servername,
 							 sqlstate[3], sqlstate[4]);
 
 	if (primary != NULL)
-		OutboxErrorSet(error, code, "%s", primary);
+		OutboxErrorSet(error, code, "%s", obx_clip(primary));
 	else
 		obx_libpq_message(error, code, conn,
 						  "could not obtain message string for remote error");
 	if (detail != NULL)
-		OutboxErrorDetail(error, "%s", detail);
+		OutboxErrorDetail(error, "%s", obx_clip(detail));
 	if (hint != NULL)
-		OutboxErrorHint(error, "%s", hint);
+		OutboxErrorHint(error, "%s", obx_clip(hint));
 	if (context != NULL)
 		OutboxErrorContext(error, "%s\nremote command on server \"%s\"",
-						   context, servername);
+						   obx_clip(context), servername);
 	else
 		obx_command_context(error, servername);
 }

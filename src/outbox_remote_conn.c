@@ -244,6 +244,7 @@ RemoteConnFor(RemoteDestination *dest)
 		entry->invalidated = false;
 		entry->used_password = false;
 		entry->busy = false;
+		entry->oversized = false;
 		namestrcpy(&entry->servername, dest->servername);
 	}
 	return entry;
@@ -424,6 +425,7 @@ RemoteConnOpen(RemoteConn *entry, RemoteDestination *dest,
 	entry->invalidated = false;
 	entry->used_password = false;
 	entry->busy = false;
+	entry->oversized = false;
 	namestrcpy(&entry->servername, dest->servername);
 	PQsetNoticeReceiver(conn, obx_notice_receiver, entry);
 
@@ -508,6 +510,7 @@ RemoteConnClose(RemoteConn *entry)
 	ReleaseExternalFD();
 	entry->conn = NULL;
 	entry->busy = false;
+	entry->oversized = false;
 	entry->invalidated = false;
 	entry->used_password = false;
 }

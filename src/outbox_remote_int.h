@@ -66,6 +66,8 @@ typedef struct RemoteConn
 	bool		invalidated;	/* server or mapping changed: reconnect */
 	bool		used_password;	/* the remote server asked for the password */
 	bool		busy;			/* a command is in flight */
+	bool		oversized;		/* it carried a message too large to keep
+								 * its buffers for */
 	NameData	servername;		/* for notices */
 } RemoteConn;
 

@@ -426,6 +426,7 @@ EnvelopeText(pg_uuid_t *id, text *event_type, TimestampTz created_at,
 			 Datum payload, int max_len, OutboxError *error)
 {
 	StringInfoData out;
+	Size		payload_size = 0;
 	bool		fits;
 
 	if (!EnvelopeCheckTimestamp(created_at, error))
@@ -433,7 +434,7 @@ EnvelopeText(pg_uuid_t *id, text *event_type, TimestampTz created_at,
 
 	if (payload != (Datum) 0)
 	{
-		Size		payload_size = toast_raw_datum_size(payload);
+		payload_size = toast_raw_datum_size(payload);
 
 		if (!obx_fits_jsonb(payload_size, event_type, error))
 			return NULL;
@@ -445,8 +446,13 @@ EnvelopeText(pg_uuid_t *id, text *event_type, TimestampTz created_at,
 		}
 	}
 
-	/* the keys in jsonb's order: the shorter first */
+	/*
+	 * Room for about the text of a payload without escapes, so that a large
+	 * text is not copied as it grows; the keys in jsonb's order: the shorter
+	 * first.
+	 */
 	initStringInfo(&out);
+	enlargeStringInfo(&out, (int) Min(payload_size, (Size) max_len) + 256);
 	appendStringInfo(&out, "{\"id\": \"%s\", \"type\": ",
 					 DatumGetCString(DirectFunctionCall1(uuid_out,
 														 UUIDPGetDatum(id))));

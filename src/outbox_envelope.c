@@ -64,6 +64,7 @@ static char *obx_iso_timestamp(TimestampTz ts);
 static void obx_push_key(JsonbParseState **state, const char *key);
 static bool obx_fits_jsonb(Size payload_size, text *event_type,
 						   OutboxError *error);
+static char obx_short_escape(unsigned char c);
 static int	obx_escaped_len(unsigned char c);
 static void obx_put_escaped(StringInfo out, unsigned char c);
 static bool obx_put_string(StringInfo out, const char *s, int len, int max_len);
@@ -207,56 +208,55 @@ obx_fits_jsonb(Size payload_size, text *event_type, OutboxError *error)
 	return false;
 }
 
-/* The length of byte c in a JSON string, as escape_json writes it. */
-static int
-obx_escaped_len(unsigned char c)
+/*
+ * The letter of the two-byte escape of byte c in a JSON string as
+ * escape_json writes it ("\n" for a newline), or 0 when c has none.
+ */
+static char
+obx_short_escape(unsigned char c)
 {
 	switch (c)
 	{
 		case '\b':
+			return 'b';
 		case '\f':
+			return 'f';
 		case '\n':
+			return 'n';
 		case '\r':
+			return 'r';
 		case '\t':
+			return 't';
 		case '"':
 		case '\\':
-			return 2;
+			return (char) c;
 		default:
-			return c < ' ' ? 6 : 1;
+			return 0;
 	}
+}
+
+/* The length of byte c in a JSON string, as escape_json writes it. */
+static int
+obx_escaped_len(unsigned char c)
+{
+	if (obx_short_escape(c) != 0)
+		return 2;
+	return c < ' ' ? 6 : 1;
 }
 
 /* Append the escape of byte c, one that obx_escaped_len counts over 1. */
 static void
 obx_put_escaped(StringInfo out, unsigned char c)
 {
-	switch (c)
+	char		letter = obx_short_escape(c);
+
+	if (letter != 0)
 	{
-		case '\b':
-			appendBinaryStringInfo(out, "\\b", 2);
-			break;
-		case '\f':
-			appendBinaryStringInfo(out, "\\f", 2);
-			break;
-		case '\n':
-			appendBinaryStringInfo(out, "\\n", 2);
-			break;
-		case '\r':
-			appendBinaryStringInfo(out, "\\r", 2);
-			break;
-		case '\t':
-			appendBinaryStringInfo(out, "\\t", 2);
-			break;
-		case '"':
-			appendBinaryStringInfo(out, "\\\"", 2);
-			break;
-		case '\\':
-			appendBinaryStringInfo(out, "\\\\", 2);
-			break;
-		default:
-			appendStringInfo(out, "\\u%04x", (int) c);
-			break;
+		appendStringInfoCharMacro(out, '\\');
+		appendStringInfoCharMacro(out, letter);
 	}
+	else
+		appendStringInfo(out, "\\u%04x", (int) c);
 }
 
 /*
@@ -366,14 +366,11 @@ obx_put_jsonb(StringInfo out, JsonbContainer *root, int max_len)
 		switch (token)
 		{
 			case WJB_BEGIN_ARRAY:
-				if (v.val.array.rawScalar)
-					raw_scalar = true;
-				else
-					appendStringInfoCharMacro(out, '[');
-				first = true;
-				break;
 			case WJB_BEGIN_OBJECT:
-				appendStringInfoCharMacro(out, '{');
+				/* only a top-level scalar comes as an array, alone */
+				raw_scalar = token == WJB_BEGIN_ARRAY && v.val.array.rawScalar;
+				if (!raw_scalar)
+					appendStringInfoCharMacro(out, token == WJB_BEGIN_ARRAY ? '[' : '{');
 				first = true;
 				break;
 			case WJB_KEY:
@@ -389,12 +386,9 @@ obx_put_jsonb(StringInfo out, JsonbContainer *root, int max_len)
 				first = false;
 				break;
 			case WJB_END_ARRAY:
-				if (!raw_scalar)
-					appendStringInfoCharMacro(out, ']');
-				first = false;
-				break;
 			case WJB_END_OBJECT:
-				appendStringInfoCharMacro(out, '}');
+				if (!raw_scalar)
+					appendStringInfoCharMacro(out, token == WJB_END_ARRAY ? ']' : '}');
 				first = false;
 				break;
 			default:

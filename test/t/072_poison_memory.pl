@@ -26,10 +26,12 @@ $node->init;
 $node->append_conf('postgresql.conf', q{
 shared_preload_libraries = 'krizaka_outbox'
 outbox.worker_databases = 'app'
-outbox.worker_naptime_ms = 60000
-outbox.lease_seconds = 30
-outbox.backoff_seconds = 1
+# three attempts a second or two apart; a lease that a 20 MB message fits in
 outbox.max_attempts = 3
+outbox.backoff_seconds = 1
+outbox.lease_seconds = 30
+outbox.worker_naptime_ms = 60000
+# few shared pages, which the measure of private memory counts against it
 shared_buffers = 16MB
 });
 $node->start;
@@ -139,6 +141,19 @@ sub append_with_poison
 	return $id[2];
 }
 
+# Append $count compressible payloads of $bytes bytes to $topic in app, in
+# one transaction; true once the worker has delivered them all.
+sub deliver_large
+{
+	my ($topic, $count, $bytes) = @_;
+	$node->safe_psql('app', qq{
+		SELECT count(outbox.append('$topic', 'evt.large.v1', to_jsonb(repeat(chr(96 + g), $bytes))))
+		  FROM generate_series(1, $count) g});
+	return wait_for($node, 'app',
+		"SELECT count(*) FROM outbox.message WHERE topic = '$topic' AND delivered_at IS NOT NULL",
+		$count, 60);
+}
+
 my $poison_error = "54000: envelope would exceed the maximum size of a jsonb value\n"
   . "DETAIL: The payload takes 268435408 bytes; the contents of a jsonb object may take at most 268435455 bytes.";
 
@@ -223,20 +238,18 @@ $node->safe_psql('app', q{SELECT outbox.route_notify('bulk', 'bulk_events')});
 $listener = $node->background_psql('app');
 $listener->query_safe('LISTEN bulk_events');
 $start = peak_start($pid);
-$node->safe_psql('app', q{
-	SELECT count(outbox.append('bulk', 'evt.bulk.v1', to_jsonb(repeat(chr(96 + g), 50000000))))
-	  FROM generate_series(1, 10) g});
-ok(wait_for($node, 'app', q{SELECT count(*) FROM outbox.message WHERE topic = 'bulk' AND delivered_at IS NOT NULL}, '10', 60),
-	'ten 50 MB payloads are delivered');
+ok(deliver_large('bulk', 10, 50_000_000), 'ten 50 MB payloads are delivered');
 my @notes = notifications($listener, 'SELECT 1', 'bulk_events', 10);
-is(scalar(grep { /^\{"id": "[0-9a-f-]{36}", "type": "evt\.bulk\.v1", "truncated": true, "occurredAt": "[0-9T:.-]+Z"\}$/ } @notes),
+is(scalar(grep { /^\{"id": "[0-9a-f-]{36}", "type": "evt\.large\.v1", "truncated": true, "occurredAt": "[0-9T:.-]+Z"\}$/ } @notes),
 	10, 'all ten truncated');
 $listener->quit;
 cmp_ok(peak_private($pid, $start), '<', $bound_kb, 'the worker stays under 64 MB');
 
-# 5. A remote command that returns a million rows: read one row at a time.
+# 5. A remote command that returns a million rows of 100 bytes and more:
+# read one row at a time.
 $node->safe_psql('app', q{
-	SELECT outbox.route_remote('wide', 'sink', 'SELECT g, $2 FROM generate_series(1, 1000000) g WHERE $1 IS NOT NULL');
+	SELECT outbox.route_remote('wide', 'sink',
+		'SELECT g, $2, repeat(''x'', 100) FROM generate_series(1, 1000000) g WHERE $1 IS NOT NULL');
 });
 $start = peak_start($pid);
 $node->safe_psql('app', q{SELECT outbox.append('wide', 'evt.wide.v1', '{}')});
@@ -250,11 +263,7 @@ $node->safe_psql('app', q{
 		'INSERT INTO big_received (id, len) VALUES (($1->>''id'')::uuid, length($1->>''payload''))');
 });
 $start = peak_start($pid);
-$node->safe_psql('app', q{
-	SELECT count(outbox.append('big', 'evt.big.v1', to_jsonb(repeat(chr(96 + g), 20000000))))
-	  FROM generate_series(1, 5) g});
-ok(wait_for($node, 'app', q{SELECT count(*) FROM outbox.message WHERE topic = 'big' AND delivered_at IS NOT NULL}, '5', 60),
-	'five 20 MB payloads are delivered to the remote server');
+ok(deliver_large('big', 5, 20_000_000), 'five 20 MB payloads are delivered to the remote server');
 is($node->safe_psql('sink', q{SELECT count(*), min(len), max(len) FROM big_received}), '5|20000000|20000000',
 	'whole');
 cmp_ok(peak_private($pid, $start), '<', $bound_kb + 3 * 20000000 / 1024,

@@ -213,6 +213,21 @@ is($node->safe_psql('app',
 is(worker_pid($node, 'app'), $pid, 'by the same worker process throughout');
 cmp_ok(peak_private($pid, $start), '<', $bound_kb, 'which never detoasted the poison payload');
 
+# An envelope whose text no remote server takes: 200 MB of control
+# characters, each written as six bytes, make more than the 1 GB that one
+# protocol message may carry.
+$node->safe_psql('app', q{
+	SELECT outbox.append('orders_app', 'evt.order.v1', to_jsonb(repeat(chr(1), 200000000)), '01890a5d-ac96-774b-bcce-000000000015');
+	SELECT outbox.append('orders_app', 'evt.order.v1', '{"n": 6}', '01890a5d-ac96-774b-bcce-000000000016');
+});
+ok(wait_for($node, 'app', q{SELECT dead_at IS NOT NULL FROM outbox.message WHERE id = '01890a5d-ac96-774b-bcce-000000000015'}, 't', 60),
+	'a message whose envelope text is too long ends dead');
+is($node->safe_psql('app', q{SELECT attempts, last_error FROM outbox.message WHERE id = '01890a5d-ac96-774b-bcce-000000000015'}),
+	"3|54000: envelope text would exceed 1073676286 bytes", 'after max_attempts attempts, with its error');
+is($node->safe_psql('sink', q{SELECT string_agg(n::text, ' ' ORDER BY seq) FROM received WHERE topic = 'orders_app'}),
+	'1 2 4 6', 'and the message after it is delivered once');
+is(worker_pid($node, 'app'), $pid, 'by the same worker process');
+
 # 3. The same through drain_once, which also reaches the other topics.
 $node->safe_psql('manual', q{
 	SELECT outbox.route_notify('other', 'other_events');

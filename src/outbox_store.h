@@ -39,7 +39,7 @@ typedef struct ClaimRequest
  * that fits in one page; larger, it is an 18-byte pointer to its TOAST
  * value.  So a batch of n messages holds at most n pages of payload, and
  * delivery detoasts one payload at a time, and only the ones it sends
- * whole (see EnvelopeText).  payload_size is its size detoasted.
+ * whole (see EnvelopeText).
  */
 typedef struct ClaimedMessage
 {
@@ -48,7 +48,6 @@ typedef struct ClaimedMessage
 	text	   *event_type;
 	TimestampTz created_at;
 	Datum		payload;		/* jsonb as stored; perhaps a TOAST pointer */
-	Size		payload_size;	/* its size detoasted, header included */
 	int			attempts;
 	TimestampTz leased_until;
 } ClaimedMessage;

@@ -24,7 +24,6 @@
  */
 #include "postgres.h"
 
-#include "access/detoast.h"
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
@@ -250,7 +249,6 @@ obx_claimed_message(Datum *vals, bool *isnull, const int *attno)
 	m->event_type = DatumGetTextPCopy(vals[attno[COL_EVENT_TYPE]]);
 	m->created_at = DatumGetTimestampTz(vals[attno[COL_CREATED_AT]]);
 	m->payload = datumCopy(vals[attno[COL_PAYLOAD]], false, -1);
-	m->payload_size = toast_raw_datum_size(vals[attno[COL_PAYLOAD]]);
 	m->attempts = DatumGetInt32(vals[attno[COL_ATTEMPTS]]);
 	m->leased_until = isnull[attno[COL_LEASED_UNTIL]] ? DT_NOBEGIN :
 		DatumGetTimestampTz(vals[attno[COL_LEASED_UNTIL]]);

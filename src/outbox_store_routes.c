@@ -2,7 +2,8 @@
  *
  * outbox_store_routes.c
  *		The statements on outbox.routes: set, delete and list the route of a
- *		topic, and list the routed topics.
+ *		topic, list the routed topics, and keep the state of a remote
+ *		route's circuit breaker.
  *
  * A topic has at most one route: a NOTIFY channel, or a command run on the
  * remote PostgreSQL database of a foreign server.  The checks of a route
@@ -19,17 +20,22 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "outbox_spi.h"
 #include "outbox_store_routes.h"
 
-/* $2 is the target, 'notify' or 'remote'; the columns of the other are NULL */
+/*
+ * $2 is the target, 'notify' or 'remote'; the columns of the other are
+ * NULL.  A route set again starts with a closed breaker.
+ */
 static SavedStatement stmt_route_set = {
 	"INSERT INTO outbox.routes (topic, target, channel, server, command, created_by, created_at) "
 	"VALUES ($1, $2, $3, $4, $5, $6, $7) "
 	"ON CONFLICT (topic) DO UPDATE SET target = excluded.target, channel = excluded.channel,"
 	" server = excluded.server, command = excluded.command,"
-	" created_by = excluded.created_by, created_at = excluded.created_at",
+	" created_by = excluded.created_by, created_at = excluded.created_at,"
+	" paused_until = NULL, consecutive_failures = 0, last_failure = NULL",
 	SPI_OK_INSERT,
 	7, {TEXTOID, TEXTOID, TEXTOID, NAMEOID, TEXTOID, NAMEOID, TIMESTAMPTZOID}
 };
@@ -49,10 +55,25 @@ static SavedStatement stmt_routed_topics = {
 };
 
 static SavedStatement stmt_route_list = {
-	"SELECT topic, target, channel, server, command, created_by FROM outbox.routes "
+	"SELECT topic, target, channel, server, command, created_by, created_at,"
+	" paused_until, consecutive_failures FROM outbox.routes "
 	"WHERE $1 IS NULL OR topic OPERATOR(pg_catalog.=) $1 ORDER BY topic",
 	SPI_OK_SELECT,
 	1, {TEXTOID}
+};
+
+/*
+ * The breaker of the route of $1, as long as it is the setting made at $2:
+ * a route set again meanwhile starts afresh.  A row someone else has
+ * locked is skipped rather than waited for.
+ */
+static SavedStatement stmt_route_breaker = {
+	"UPDATE outbox.routes SET consecutive_failures = $3, paused_until = $4, last_failure = $5 "
+	"WHERE topic OPERATOR(pg_catalog.=) ANY (ARRAY("
+	" SELECT r.topic FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) $1"
+	" AND r.created_at OPERATOR(pg_catalog.=) $2 FOR UPDATE SKIP LOCKED))",
+	SPI_OK_UPDATE,
+	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID}
 };
 
 /* The arguments of stmt_route_set */
@@ -145,6 +166,8 @@ StoreRouteList(text *topic)
 		MemoryContext spi = MemoryContextSwitchTo(caller);
 		OutboxRoute *r = palloc0(sizeof(OutboxRoute));
 		char	   *target;
+		bool		isnull;
+		Datum		paused;
 
 		r->topic = SPI_getvalue(tup, desc, 1);
 		target = SPI_getvalue(tup, desc, 2);
@@ -153,11 +176,38 @@ StoreRouteList(text *topic)
 		r->server = SPI_getvalue(tup, desc, 4);
 		r->command = SPI_getvalue(tup, desc, 5);
 		r->created_by = SPI_getvalue(tup, desc, 6);
+		r->created_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull));
+		paused = SPI_getbinval(tup, desc, 8, &isnull);
+		r->paused_until = isnull ? DT_NOBEGIN : DatumGetTimestampTz(paused);
+		r->consecutive_failures = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
 		routes = lappend(routes, r);
 		MemoryContextSwitchTo(spi);
 	}
 	SpiFinish();
 	return routes;
+}
+
+/*
+ * Store the breaker of a remote route: consecutive_failures, paused_until
+ * (DT_NOBEGIN: none) and last_failure (NULL: none), unless the route was
+ * set again since created_at or its row is locked.
+ */
+void
+StoreRouteSetBreaker(const char *topic, TimestampTz created_at,
+					 int consecutive_failures, TimestampTz paused_until,
+					 text *last_failure)
+{
+	Datum		args[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+
+	args[0] = CStringGetTextDatum(topic);
+	args[1] = TimestampTzGetDatum(created_at);
+	args[2] = Int32GetDatum(consecutive_failures);
+	args[3] = TimestampTzGetDatum(paused_until);
+	nulls[3] = paused_until == DT_NOBEGIN ? 'n' : ' ';
+	args[4] = PointerGetDatum(last_failure);
+	nulls[4] = last_failure == NULL ? 'n' : ' ';
+	(void) SpiRun(&stmt_route_breaker, args, nulls);
 }
 
 /*

@@ -11,6 +11,11 @@
  * store and read.  Like every statement of the store they run as
  * SavedStatements (outbox_spi.c) with schema-qualified names.
  *
+ * The circuit breaker's columns came with version 1.1.  A database whose
+ * extension is still at 1.0 (the new library is installed, ALTER EXTENSION
+ * ... UPDATE has not run yet) has none: its routes are read and set
+ * without them, and have no breaker until the update.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -20,6 +25,7 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
 #include "outbox_spi.h"
@@ -29,15 +35,25 @@
  * $2 is the target, 'notify' or 'remote'; the columns of the other are
  * NULL.  A route set again starts with a closed breaker.
  */
-static SavedStatement stmt_route_set = {
-	"INSERT INTO outbox.routes (topic, target, channel, server, command, created_by, created_at) "
-	"VALUES ($1, $2, $3, $4, $5, $6, $7) "
-	"ON CONFLICT (topic) DO UPDATE SET target = excluded.target, channel = excluded.channel,"
-	" server = excluded.server, command = excluded.command,"
-	" created_by = excluded.created_by, created_at = excluded.created_at,"
-	" paused_until = NULL, consecutive_failures = 0, last_failure = NULL",
-	SPI_OK_INSERT,
+#define ROUTE_SET \
+	"INSERT INTO outbox.routes (topic, target, channel, server, command, created_by, created_at) " \
+	"VALUES ($1, $2, $3, $4, $5, $6, $7) " \
+	"ON CONFLICT (topic) DO UPDATE SET target = excluded.target, channel = excluded.channel," \
+	" server = excluded.server, command = excluded.command," \
+	" created_by = excluded.created_by, created_at = excluded.created_at"
+#define ROUTE_SET_ARGS \
 	7, {TEXTOID, TEXTOID, TEXTOID, NAMEOID, TEXTOID, NAMEOID, TIMESTAMPTZOID}
+
+static SavedStatement stmt_route_set = {
+	ROUTE_SET ", paused_until = NULL, consecutive_failures = 0, last_failure = NULL",
+	SPI_OK_INSERT,
+	ROUTE_SET_ARGS
+};
+
+static SavedStatement stmt_route_set_v10 = {
+	ROUTE_SET,
+	SPI_OK_INSERT,
+	ROUTE_SET_ARGS
 };
 
 static SavedStatement stmt_route_delete = {
@@ -54,10 +70,20 @@ static SavedStatement stmt_routed_topics = {
 	OBX_SCANS_ANY
 };
 
+/* breaker names the breaker's columns, or what stands for them in 1.0 */
+#define ROUTE_LIST(breaker) \
+	"SELECT topic, target, channel, server, command, created_by, created_at, " \
+	breaker " FROM outbox.routes " \
+	"WHERE $1 IS NULL OR topic OPERATOR(pg_catalog.=) $1 ORDER BY topic"
+
 static SavedStatement stmt_route_list = {
-	"SELECT topic, target, channel, server, command, created_by, created_at,"
-	" paused_until, consecutive_failures FROM outbox.routes "
-	"WHERE $1 IS NULL OR topic OPERATOR(pg_catalog.=) $1 ORDER BY topic",
+	ROUTE_LIST("paused_until, consecutive_failures"),
+	SPI_OK_SELECT,
+	1, {TEXTOID}
+};
+
+static SavedStatement stmt_route_list_v10 = {
+	ROUTE_LIST("NULL::pg_catalog.timestamptz, 0"),
 	SPI_OK_SELECT,
 	1, {TEXTOID}
 };
@@ -85,8 +111,23 @@ typedef struct RouteArgs
 	NameData	creator;
 } RouteArgs;
 
+static bool obx_routes_have_breaker(void);
 static void obx_route_args(RouteArgs *a, text *topic, const char *target,
 						   Oid creator);
+
+/*
+ * Whether outbox.routes has the breaker's columns (version 1.1 and later:
+ * see the header comment).
+ */
+static bool
+obx_routes_have_breaker(void)
+{
+	Oid			routes = get_relname_relid("routes",
+										   get_namespace_oid("outbox", false));
+
+	return OidIsValid(routes) &&
+		get_attnum(routes, "consecutive_failures") != InvalidAttrNumber;
+}
 
 /*
  * Start the arguments of a route of topic to target made by creator, with
@@ -114,7 +155,8 @@ StoreRouteSetNotify(text *topic, text *channel, Oid creator)
 	obx_route_args(&a, topic, "notify", creator);
 	a.values[2] = PointerGetDatum(channel);
 	a.nulls[2] = ' ';
-	(void) SpiRun(&stmt_route_set, a.values, a.nulls);
+	(void) SpiRun(obx_routes_have_breaker() ? &stmt_route_set : &stmt_route_set_v10,
+				  a.values, a.nulls);
 }
 
 /* Create or replace the route of topic: command run on the foreign server. */
@@ -130,7 +172,8 @@ StoreRouteSetRemote(text *topic, const char *server, const char *command,
 	a.nulls[3] = ' ';
 	a.values[4] = CStringGetTextDatum(command);
 	a.nulls[4] = ' ';
-	(void) SpiRun(&stmt_route_set, a.values, a.nulls);
+	(void) SpiRun(obx_routes_have_breaker() ? &stmt_route_set : &stmt_route_set_v10,
+				  a.values, a.nulls);
 }
 
 /* Remove the route of topic; false when there was none. */
@@ -158,7 +201,8 @@ StoreRouteList(text *topic)
 	nulls[0] = topic ? ' ' : 'n';
 
 	SpiConnect();
-	n = SpiExecute(&stmt_route_list, args, nulls, true, 0);
+	n = SpiExecute(obx_routes_have_breaker() ? &stmt_route_list : &stmt_route_list_v10,
+				   args, nulls, true, 0);
 	for (i = 0; i < n; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -190,7 +234,8 @@ StoreRouteList(text *topic)
 /*
  * Store the breaker of a remote route: consecutive_failures, paused_until
  * (DT_NOBEGIN: none) and last_failure (NULL: none), unless the route was
- * set again since created_at or its row is locked.
+ * set again since created_at, its row is locked, or it has no breaker
+ * (1.0).
  */
 void
 StoreRouteSetBreaker(const char *topic, TimestampTz created_at,
@@ -200,6 +245,8 @@ StoreRouteSetBreaker(const char *topic, TimestampTz created_at,
 	Datum		args[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 
+	if (!obx_routes_have_breaker())
+		return;
 	args[0] = CStringGetTextDatum(topic);
 	args[1] = TimestampTzGetDatum(created_at);
 	args[2] = Int32GetDatum(consecutive_failures);

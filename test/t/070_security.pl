@@ -139,7 +139,7 @@ my $acl = $node->safe_psql('app', $acl_query);
 is(join("\n", sort split /\n/, $acl), join("\n", sort split /\n/, $expected_acl),
 	'CREATE EXTENSION in a database of a non-superuser: the owner holds the grant options, nobody else anything');
 unlike($acl, qr/ PUBLIC /, 'no privilege for PUBLIC after CREATE EXTENSION');
-$node->safe_psql('app', q{ALTER EXTENSION krizaka_outbox UPDATE; ALTER EXTENSION krizaka_outbox UPDATE TO '1.0'});
+$node->safe_psql('app', q{ALTER EXTENSION krizaka_outbox UPDATE; ALTER EXTENSION krizaka_outbox UPDATE TO '1.1'});
 is($node->safe_psql('app', $acl_query), $acl, 'ALTER EXTENSION UPDATE leaves the grants as they were');
 is($node->safe_psql('hij', "CREATE EXTENSION krizaka_outbox; $acl_query"), '',
 	'CREATE EXTENSION in a database of a superuser: no privilege for anybody but the owner');
@@ -772,8 +772,8 @@ $node->safe_psql('hij', 'TRUNCATE public.hijack_log');
 
 $node->safe_psql('hij', qq{
 	SET search_path = public, pg_catalog;
-	CREATE EXTENSION krizaka_outbox;
-	ALTER EXTENSION krizaka_outbox UPDATE TO '1.0';
+	CREATE EXTENSION krizaka_outbox VERSION '1.0';
+	ALTER EXTENSION krizaka_outbox UPDATE TO '1.1';
 	CREATE SERVER inbox FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$rhost', port '$rport', dbname 'inbox');
 	CREATE USER MAPPING FOR sp_user SERVER inbox OPTIONS (user 'bob', password 'bobpw');
 	CREATE USER MAPPING FOR bgw SERVER inbox OPTIONS (user 'bob', password 'bobpw');

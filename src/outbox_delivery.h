@@ -7,9 +7,8 @@
  *		(outbox_remote_*.c).
  *
  * The checks made when a route is created raise errors; the deliveries
- * never do for a bad message or a failing destination, but return false
- * with the condition in an OutboxError, which the round records with
- * outbox.fail.
+ * never do for a bad message or a failing destination, but fail with the
+ * condition in an OutboxError, which the round records with outbox.fail.
  *
  *-------------------------------------------------------------------------
  */

@@ -63,8 +63,7 @@ PG_FUNCTION_INFO_V1(outbox_drain_once);
 /* Who delivers, and what has been done so far */
 typedef struct DrainState
 {
-	Oid			role;			/* the delivering role */
-	bool		role_superuser;
+	Oid			role;			/* the role that runs the round */
 	text	   *owner;			/* lease owner */
 	int			batch_size;
 	int			lease_seconds;
@@ -73,28 +72,57 @@ typedef struct DrainState
 	int			claimed;		/* by the last batch */
 } DrainState;
 
+/* Random bytes in a lease owner name, written in hex */
+#define OUTBOX_OWNER_TOKEN_BYTES	16
+
 /* A remote call stops this long before the lease ends */
 #define LEASE_MARGIN_US		USECS_PER_SEC
 
 /* The largest NOTIFY batch of the worker under a backlog */
 #define NOTIFY_BATCH_MAX	1000
 
+static const char *obx_lease_owner(const char *kind);
 static void obx_init_state(DrainState *st, Oid role, const char *owner);
 static void obx_claim_request(DrainState *st, OutboxRoute *route, int size,
 							  ClaimRequest *req);
 static void obx_notify_batch(DrainState *st, OutboxRoute *route, int size);
 static int	obx_claim(DrainState *st, OutboxRoute *route, List **messages);
 static void obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages);
-static bool obx_route_needs_password(DrainState *st, OutboxRoute *route);
+static Oid	obx_route_creator(OutboxRoute *route, OutboxError *error);
 static Datum obx_uuid_array(List *ids);
 static void obx_commit(void);
+
+/*
+ * The lease owner of this process's deliveries: what it is, its pid (for
+ * the operator reading outbox.message) and a random token made once per
+ * process.  The pid alone is public (pg_stat_activity), and a role granted
+ * complete, fail or extend could then act on the worker's leases; with the
+ * token nobody can name them, so nobody can complete, fail or extend them
+ * or hold their rows locked against the worker.
+ */
+static const char *
+obx_lease_owner(const char *kind)
+{
+	static char token[2 * OUTBOX_OWNER_TOKEN_BYTES + 1] = "";
+	uint8		bytes[OUTBOX_OWNER_TOKEN_BYTES];
+
+	if (token[0] == '\0')
+	{
+		if (!pg_strong_random(bytes, sizeof(bytes)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate a random lease owner token")));
+		hex_encode((const char *) bytes, sizeof(bytes), token);
+		token[2 * OUTBOX_OWNER_TOKEN_BYTES] = '\0';
+	}
+	return psprintf("%s %d %s", kind, MyProcPid, token);
+}
 
 /* Prepare a drain as role with lease owner name owner. */
 static void
 obx_init_state(DrainState *st, Oid role, const char *owner)
 {
 	st->role = role;
-	st->role_superuser = superuser_arg(role);
 	st->owner = cstring_to_text(owner);
 	st->batch_size = outbox_batch_size;
 	st->lease_seconds = outbox_lease_seconds;
@@ -167,20 +195,27 @@ obx_claim(DrainState *st, OutboxRoute *route, List **messages)
 }
 
 /*
- * Remote connections must authenticate with a password unless both the
- * delivering role and the role that made the route are superusers: a route
- * made by an ordinary role must not borrow the server's own identity (trust
- * or peer authentication), the rule of dblink and postgres_fdw.
+ * The role whose credentials deliver a remote route: the role that made it.
+ * Its user mapping gives the credentials and its USAGE on the server is
+ * checked again at each delivery (RemoteResolve), so revoking that USAGE or
+ * dropping that mapping stops the route; whoever delivers (the worker's
+ * role, the caller of drain_once) lends nothing of its own.  Returns
+ * InvalidOid, with the condition in *error, if the role is gone (dropped or
+ * renamed since).
  */
-static bool
-obx_route_needs_password(DrainState *st, OutboxRoute *route)
+static Oid
+obx_route_creator(OutboxRoute *route, OutboxError *error)
 {
-	Oid			creator;
+	Oid			creator = get_role_oid(route->created_by, true);
 
-	if (!st->role_superuser)
-		return true;
-	creator = get_role_oid(route->created_by, true);
-	return !OidIsValid(creator) || !superuser_arg(creator);
+	if (!OidIsValid(creator))
+	{
+		OutboxErrorSet(error, ERRCODE_UNDEFINED_OBJECT,
+					   "role \"%s\" that made the route of topic \"%s\" does not exist",
+					   route->created_by, route->topic);
+		OutboxErrorHint(error, "Make the route again with outbox.route_remote.");
+	}
+	return creator;
 }
 
 /* A uuid[] datum of the ids in the list (of pg_uuid_t pointers). */
@@ -209,7 +244,15 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 	List	   *late = NIL;
 	ListCell   *lc;
 	int64		lease_us = (int64) st->lease_seconds * USECS_PER_SEC;
-	bool		needs_password = obx_route_needs_password(st, route);
+	OutboxError no_creator;
+	Oid			creator = obx_route_creator(route, &no_creator);
+
+	/*
+	 * A route made by an ordinary role must not borrow the remote server's
+	 * own identity (trust or peer authentication): its connection must
+	 * authenticate with a password, the rule of dblink and postgres_fdw.
+	 */
+	bool		needs_password = !OidIsValid(creator) || !superuser_arg(creator);
 
 	/*
 	 * A remote server keeps what it is sent, so nothing may leave before
@@ -242,14 +285,19 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
 			continue;
 		}
 
-		if (!EnvelopeCheckTimestamp(m->created_at, &failure))
+		if (!OidIsValid(creator))
+		{
+			failure = no_creator;
+			ok = false;
+		}
+		else if (!EnvelopeCheckTimestamp(m->created_at, &failure))
 			ok = false;
 		else
 		{
 			Jsonb	   *env = BuildEnvelope(&m->id, m->event_type,
 											m->created_at, m->payload);
 
-			ok = RemoteDeliver(route->server, st->role, needs_password,
+			ok = RemoteDeliver(route->server, creator, needs_password,
 							   route->command,
 							   JsonbToCString(NULL, &env->root, VARSIZE(env)),
 							   route->topic, deadline, &failure);
@@ -275,8 +323,9 @@ obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
  * outbox.drain_once(topic) returns integer
  *
  * One round of delivery in the caller's transaction: a batch of the topic,
- * or of each routed topic when NULL.  Runs as its caller, whose user
- * mappings serve remote routes; the outbox tables are used as their owner.
+ * or of each routed topic when NULL.  A remote route is delivered with its
+ * creator's user mapping, whoever calls; the outbox tables are used as
+ * their owner.
  */
 Datum
 outbox_drain_once(PG_FUNCTION_ARGS)
@@ -288,10 +337,7 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 	SavedIdentity save;
 	List	   *routes;
 	ListCell   *lc;
-	char		owner[64];
-
-	snprintf(owner, sizeof(owner), "drain_once %d", MyProcPid);
-	obx_init_state(&st, caller, owner);
+	obx_init_state(&st, caller, obx_lease_owner("drain_once"));
 
 	IdentityBecomeExtensionOwner(&save);
 	routes = StoreRouteList(topic);
@@ -368,7 +414,6 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	int		   *sizes;			/* the next NOTIFY batch of each route */
 	bool		more;
 	bool		ran = false;
-	char		owner[64];
 
 	*next_wake = DT_NOEND;
 	*delivered = 0;
@@ -379,12 +424,12 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 									  ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(round_cxt);
 
-	snprintf(owner, sizeof(owner), "krizaka_outbox worker %d", MyProcPid);
 	memset(&st, 0, sizeof(st));
 
 	if (!obx_begin_locked("loading routes", round_cxt))
 		goto done;
-	obx_init_state(&st, delivering_role, owner);	/* reads the catalogs */
+	obx_init_state(&st, delivering_role,
+				   obx_lease_owner("krizaka_outbox worker"));	/* reads the catalogs */
 	IdentityBecomeExtensionOwner(&save);
 	routes = StoreRouteList(NULL);
 	IdentityRestore(&save);

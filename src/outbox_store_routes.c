@@ -19,6 +19,7 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/uuid.h"
 
 #include "outbox_spi.h"
 #include "outbox_store_routes.h"
@@ -53,6 +54,15 @@ static SavedStatement stmt_route_list = {
 	"WHERE $1 IS NULL OR topic OPERATOR(pg_catalog.=) $1 ORDER BY topic",
 	SPI_OK_SELECT,
 	1, {TEXTOID}
+};
+
+/* Whether the message's topic is routed to a NOTIFY channel */
+static SavedStatement stmt_message_on_channel = {
+	"SELECT 1 FROM outbox.message m JOIN outbox.routes r"
+	" ON r.topic OPERATOR(pg_catalog.=) m.topic "
+	"WHERE m.id OPERATOR(pg_catalog.=) $1 AND r.target OPERATOR(pg_catalog.=) 'notify'",
+	SPI_OK_SELECT,
+	1, {UUIDOID}
 };
 
 /* The arguments of stmt_route_set */
@@ -189,4 +199,20 @@ StoreRoutedTopics(void)
 	}
 	SpiFinish();
 	return topics;
+}
+
+/*
+ * Is the message with this id (still) of a topic routed to a NOTIFY
+ * channel?  Those are the envelopes that listeners are sent, and may read
+ * whole by id.
+ */
+bool
+StoreMessageOnChannel(pg_uuid_t *id)
+{
+	Datum		args[1];
+	Datum		one;
+	bool		isnull;
+
+	args[0] = UUIDPGetDatum(id);
+	return SpiRunFirstRow(&stmt_message_on_channel, args, NULL, &one, &isnull, 1);
 }

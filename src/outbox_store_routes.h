@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "nodes/pg_list.h"
+#include "utils/uuid.h"
 
 /* a row of outbox.routes */
 typedef struct OutboxRoute
@@ -29,5 +30,6 @@ extern void StoreRouteSetRemote(text *topic, const char *server,
 extern bool StoreRouteDelete(text *topic);
 extern List *StoreRouteList(text *topic);
 extern List *StoreRoutedTopics(void);
+extern bool StoreMessageOnChannel(pg_uuid_t *id);
 
 #endif							/* OUTBOX_STORE_ROUTES_H */

@@ -205,9 +205,10 @@ SELECT pg_temp.add('r_gone', 5, 5);
 SELECT outbox.drain_once('r_gone');
 SELECT n, attempts, delivered, no_lease, dead, backing_off, last_error FROM outcome WHERE topic = 'r_gone';
 
--- drain_once connects as its caller: a role that is not a superuser needs
--- USAGE on the server, as dblink requires; without it the message fails and
--- nothing connects (the role and its grants are rolled back at the end)
+-- a remote route connects with its creator's user mapping (here the caller
+-- of drain_once made it): a role that is not a superuser needs USAGE on the
+-- server, as dblink requires; without it the message fails and nothing
+-- connects (the role and its grants are rolled back at the end)
 BEGIN;
 CREATE ROLE regress_outbox_drainer NOLOGIN;
 GRANT USAGE ON SCHEMA outbox TO regress_outbox_drainer;

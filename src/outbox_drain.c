@@ -31,15 +31,15 @@
  * dead index entries that a long-running snapshot keeps from being
  * removed) larger batches spread that read and the commit over more
  * messages.  For a remote route it claims a batch, commits, and leaves the
- * batch in flight (outbox_drain_wait.c): the
- * worker's wait between rounds serves the calls of every route in flight
- * together with its latch, so that a commit wakes it for the next round
- * however long a remote server takes, and no route waits for another.  The
- * claim commits before anything is sent: if the worker dies while
- * delivering, the leases it took expire and the messages are claimed again
- * with one more attempt, so a message that kills the worker ends dead
- * instead of killing it forever.  A remote route whose batch is in flight
- * is left alone by the rounds until the batch is through.
+ * batch in flight (outbox_drain_wait.c): the worker's wait between rounds
+ * serves the calls of every route in flight together with its latch, so
+ * that a commit wakes it for the next round however long a remote server
+ * takes, and no route waits for another.  The claim commits before
+ * anything is sent: if the worker dies while delivering, the leases it
+ * took expire and the messages are claimed again with one more attempt, so
+ * a message that kills the worker ends dead instead of killing it forever.
+ * A remote route whose batch is in flight is left alone by the rounds
+ * until the batch is through.
  *
  *-------------------------------------------------------------------------
  */
@@ -66,8 +66,7 @@ PG_FUNCTION_INFO_V1(outbox_drain_once);
 /* Who delivers, and what has been done so far */
 typedef struct DrainState
 {
-	Oid			role;			/* the delivering role */
-	bool		role_superuser;
+	Oid			role;			/* the role that runs the round */
 	text	   *owner;			/* lease owner */
 	int			batch_size;
 	int			lease_seconds;
@@ -76,9 +75,13 @@ typedef struct DrainState
 	int			claimed;		/* by the last batch */
 } DrainState;
 
+/* Random bytes in a lease owner name, written in hex */
+#define OUTBOX_OWNER_TOKEN_BYTES	16
+
 /* The largest NOTIFY batch of the worker under a backlog */
 #define NOTIFY_BATCH_MAX	1000
 
+static const char *obx_lease_owner(const char *kind);
 static void obx_init_state(DrainState *st, Oid role, const char *owner);
 static void obx_claim_request(DrainState *st, OutboxRoute *route, int size,
 							  ClaimRequest *req);
@@ -86,16 +89,40 @@ static void obx_notify_batch(DrainState *st, OutboxRoute *route, int size);
 static RemoteBatch *obx_remote_claim(DrainState *st, OutboxRoute *route,
 									 MemoryContext cxt);
 static void obx_remote_batch(DrainState *st, OutboxRoute *route);
-static bool obx_route_needs_password(DrainState *st, OutboxRoute *route);
 static void obx_remote_launch(DrainState *st, OutboxRoute *route);
 static TimestampTz obx_next_due(OutboxRoute *route, TimestampTz now);
+
+/*
+ * The lease owner of this process's deliveries: what it is, its pid (for
+ * the operator reading outbox.message) and a random token made once per
+ * process.  The pid alone is public (pg_stat_activity), and a role granted
+ * complete, fail or extend could then act on the worker's leases; with the
+ * token nobody can name them, so nobody can complete, fail or extend them
+ * or hold their rows locked against the worker.
+ */
+static const char *
+obx_lease_owner(const char *kind)
+{
+	static char token[2 * OUTBOX_OWNER_TOKEN_BYTES + 1] = "";
+	uint8		bytes[OUTBOX_OWNER_TOKEN_BYTES];
+
+	if (token[0] == '\0')
+	{
+		if (!pg_strong_random(bytes, sizeof(bytes)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate a random lease owner token")));
+		hex_encode((const char *) bytes, sizeof(bytes), token);
+		token[2 * OUTBOX_OWNER_TOKEN_BYTES] = '\0';
+	}
+	return psprintf("%s %d %s", kind, MyProcPid, token);
+}
 
 /* Prepare a drain as role with lease owner name owner. */
 static void
 obx_init_state(DrainState *st, Oid role, const char *owner)
 {
 	st->role = role;
-	st->role_superuser = superuser_arg(role);
 	st->owner = cstring_to_text(owner);
 	st->batch_size = outbox_batch_size;
 	st->lease_seconds = outbox_lease_seconds;
@@ -170,8 +197,7 @@ obx_remote_claim(DrainState *st, OutboxRoute *route, MemoryContext cxt)
 		return NULL;
 	obx_claim_request(st, route, RemoteRouteBatchSize(route, st->batch_size),
 					  &req);
-	return RemoteBatchClaim(&req, route, st->role,
-							obx_route_needs_password(st, route), cxt);
+	return RemoteBatchClaim(&req, route, cxt);
 }
 
 /*
@@ -192,28 +218,12 @@ obx_remote_batch(DrainState *st, OutboxRoute *route)
 }
 
 /*
- * Remote connections must authenticate with a password unless both the
- * delivering role and the role that made the route are superusers: a route
- * made by an ordinary role must not borrow the server's own identity (trust
- * or peer authentication), the rule of dblink and postgres_fdw.
- */
-static bool
-obx_route_needs_password(DrainState *st, OutboxRoute *route)
-{
-	Oid			creator;
-
-	if (!st->role_superuser)
-		return true;
-	creator = get_role_oid(route->created_by, true);
-	return !OidIsValid(creator) || !superuser_arg(creator);
-}
-
-/*
  * outbox.drain_once(topic) returns integer
  *
  * One round of delivery in the caller's transaction: a batch of the topic,
- * or of each routed topic when NULL.  Runs as its caller, whose user
- * mappings serve remote routes; the outbox tables are used as their owner.
+ * or of each routed topic when NULL.  A remote route is delivered with its
+ * creator's user mapping, whoever calls; the outbox tables are used as
+ * their owner.
  */
 Datum
 outbox_drain_once(PG_FUNCTION_ARGS)
@@ -225,10 +235,7 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 	SavedIdentity save;
 	List	   *routes;
 	ListCell   *lc;
-	char		owner[64];
-
-	snprintf(owner, sizeof(owner), "drain_once %d", MyProcPid);
-	obx_init_state(&st, caller, owner);
+	obx_init_state(&st, caller, obx_lease_owner("drain_once"));
 
 	IdentityBecomeExtensionOwner(&save);
 	routes = StoreRouteList(topic);
@@ -335,7 +342,6 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	bool		more;			/* a NOTIFY route filled its batch */
 	bool		first = true;	/* the first pass over the routes */
 	bool		ran = false;
-	char		owner[64];
 
 	*next_wake = DT_NOEND;
 	*delivered = 0;
@@ -346,12 +352,12 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 									  ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(round_cxt);
 
-	snprintf(owner, sizeof(owner), "krizaka_outbox worker %d", MyProcPid);
 	memset(&st, 0, sizeof(st));
 
 	if (!DrainBeginLocked("loading routes", round_cxt))
 		goto done;
-	obx_init_state(&st, delivering_role, owner);	/* reads the catalogs */
+	obx_init_state(&st, delivering_role,
+				   obx_lease_owner("krizaka_outbox worker"));	/* reads the catalogs */
 	IdentityBecomeExtensionOwner(&save);
 	routes = StoreRouteList(NULL);
 	IdentityRestore(&save);

@@ -30,8 +30,7 @@ typedef struct RemoteBatch RemoteBatch;
 extern bool RemoteRoutePaused(const OutboxRoute *route, TimestampTz now);
 extern int	RemoteRouteBatchSize(const OutboxRoute *route, int batch_size);
 extern RemoteBatch *RemoteBatchClaim(const ClaimRequest *req,
-									 const OutboxRoute *route, Oid role,
-									 bool needs_password,
+									 const OutboxRoute *route,
 									 MemoryContext parent);
 extern const char *RemoteBatchTopic(RemoteBatch *batch);
 extern RemoteCall *RemoteBatchNext(RemoteBatch *batch);

@@ -50,6 +50,7 @@
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -74,12 +75,13 @@ struct RemoteBatch
 	MemoryContext cxt;			/* the batch and what it keeps */
 	MemoryContext message_cxt;	/* the current message's envelope and call */
 
-	/* the route, and who delivers it */
+	/* the route, and whose credentials deliver it */
 	char	   *topic;
 	char	   *server;
 	char	   *command;
 	TimestampTz route_created_at;	/* which setting of the route */
-	Oid			role;
+	Oid			role;			/* the route's creator; InvalidOid: gone */
+	OutboxError no_creator;		/* ... and then why */
 	bool		needs_password;
 	text	   *owner;
 	int64		lease_us;
@@ -100,6 +102,7 @@ struct RemoteBatch
 	bool		breaker_changed;
 };
 
+static Oid	obx_route_creator(const OutboxRoute *route, OutboxError *error);
 static RemoteCall *obx_start_call(RemoteBatch *batch, ClaimedMessage *m,
 								  TimestampTz deadline);
 static void obx_call_ended(RemoteBatch *batch);
@@ -127,14 +130,14 @@ RemoteRouteBatchSize(const OutboxRoute *route, int batch_size)
 }
 
 /*
- * Claim a batch of the route as req says, to be delivered as role (with a
- * password unless needs_password is false).  Returns NULL when nothing is
- * due.  The batch lives in a memory context of its own under parent.
- * Runs in a transaction, as the extension owner.
+ * Claim a batch of the route as req says, to be delivered with the
+ * credentials of the route's creator.  Returns NULL when nothing is due.
+ * The batch lives in a memory context of its own under parent.  Runs in a
+ * transaction, as the extension owner.
  */
 RemoteBatch *
 RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
-				 Oid role, bool needs_password, MemoryContext parent)
+				 MemoryContext parent)
 {
 	MemoryContext cxt = AllocSetContextCreate(parent, "outbox remote batch",
 											  ALLOCSET_DEFAULT_SIZES);
@@ -168,8 +171,14 @@ RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
 	batch->server = pstrdup(route->server);
 	batch->command = pstrdup(route->command);
 	batch->route_created_at = route->created_at;
-	batch->role = role;
-	batch->needs_password = needs_password;
+	batch->role = obx_route_creator(route, &batch->no_creator);
+
+	/*
+	 * A route made by an ordinary role must not borrow the remote server's
+	 * own identity (trust or peer authentication): its connection must
+	 * authenticate with a password, the rule of dblink and postgres_fdw.
+	 */
+	batch->needs_password = !OidIsValid(batch->role) || !superuser_arg(batch->role);
 	batch->owner = DatumGetTextPCopy(PointerGetDatum(req->owner));
 	batch->lease_us = (int64) req->lease_seconds * USECS_PER_SEC;
 	batch->consecutive_failures = route->consecutive_failures;
@@ -177,6 +186,31 @@ RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
 	MemoryContextSwitchTo(old);
 	return batch;
 }
+
+/*
+ * The role whose credentials deliver a remote route: the role that made it.
+ * Its user mapping gives the credentials and its USAGE on the server is
+ * checked again at each delivery (RemoteResolve), so revoking that USAGE or
+ * dropping that mapping stops the route; whoever delivers (the worker's
+ * role, the caller of drain_once) lends nothing of its own.  Returns
+ * InvalidOid, with the condition in *error, if the role is gone (dropped or
+ * renamed since).
+ */
+static Oid
+obx_route_creator(const OutboxRoute *route, OutboxError *error)
+{
+	Oid			creator = get_role_oid(route->created_by, true);
+
+	if (!OidIsValid(creator))
+	{
+		OutboxErrorSet(error, ERRCODE_UNDEFINED_OBJECT,
+					   "role \"%s\" that made the route of topic \"%s\" does not exist",
+					   route->created_by, route->topic);
+		OutboxErrorHint(error, "Make the route again with outbox.route_remote.");
+	}
+	return creator;
+}
+
 
 /* The topic of the batch's route. */
 const char *
@@ -233,16 +267,18 @@ obx_start_call(RemoteBatch *batch, ClaimedMessage *m, TimestampTz deadline)
 {
 	OutboxError failure;
 	const OutboxError *error;
+	bool		ok = true;
 
 	MemoryContextReset(batch->message_cxt);
 	MemoryContextSwitchTo(batch->message_cxt);
 	batch->current = m;
-	if (!EnvelopeCheckTimestamp(m->created_at, &failure))
+	if (!OidIsValid(batch->role))
 	{
-		MemoryContextSwitchTo(batch->cxt);
-		obx_failed(batch, OutboxErrorText(&failure));
-		return NULL;
+		failure = batch->no_creator;
+		ok = false;
 	}
+	else if (!EnvelopeCheckTimestamp(m->created_at, &failure))
+		ok = false;
 	else
 	{
 		Jsonb	   *env = BuildEnvelope(&m->id, m->event_type,
@@ -256,6 +292,11 @@ obx_start_call(RemoteBatch *batch, ClaimedMessage *m, TimestampTz deadline)
 	}
 	MemoryContextSwitchTo(batch->cxt);
 
+	if (!ok)
+	{
+		obx_failed(batch, OutboxErrorText(&failure));
+		return NULL;
+	}
 	if (RemoteCallOutcome(batch->call, &error) == REMOTE_PENDING)
 		return batch->call;
 	obx_call_ended(batch);

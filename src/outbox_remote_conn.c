@@ -135,13 +135,14 @@ RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
 				   RemoteOptions *options)
 {
 	List	   *lists[2];
+	const char *startup = NULL; /* the "options" of the server or mapping */
 	bool		have_appname = false;
 	int			n;
 	int			i;
 
 	lists[0] = server->options;
 	lists[1] = mapping != NULL ? mapping->options : NIL;
-	n = list_length(lists[0]) + list_length(lists[1]) + 3;
+	n = list_length(lists[0]) + list_length(lists[1]) + 4;
 
 	options->keywords = palloc((n + 1) * sizeof(char *));
 	options->values = palloc((n + 1) * sizeof(char *));
@@ -166,6 +167,11 @@ RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
 				options->has_password = true;
 			if (strcmp(def->defname, "application_name") == 0)
 				have_appname = true;
+			if (strcmp(def->defname, "options") == 0)
+			{
+				startup = value;	/* the mapping's wins, as in libpq */
+				continue;
+			}
 			obx_add_option(options, def->defname, value);
 		}
 	}
@@ -183,6 +189,22 @@ RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
 			break;
 		}
 	}
+	if (startup != NULL && options->unsafe_option == NULL &&
+		!ObxProxyOptionAllowed("options"))
+		options->unsafe_option = "options";
+
+	/*
+	 * Pin the remote session's search_path, as postgres_fdw does: the
+	 * route's command runs with pg_catalog only, whatever the remote role's
+	 * or database's settings say, so no object of a schema someone else can
+	 * write there is picked up by an unqualified name.  Commands name their
+	 * tables with their schema.  Set last, after the server's and the
+	 * mapping's own startup options, so that it wins.
+	 */
+	obx_add_option(options, "options",
+				   psprintf("%s%s-c search_path=pg_catalog",
+							startup != NULL ? startup : "",
+							startup != NULL ? " " : ""));
 }
 
 /* ---------------------------------------------------------------------

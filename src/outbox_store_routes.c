@@ -27,6 +27,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "utils/uuid.h"
 
 #include "outbox_spi.h"
 #include "outbox_store_routes.h"
@@ -100,6 +101,15 @@ static SavedStatement stmt_route_breaker = {
 	" AND r.created_at OPERATOR(pg_catalog.=) $2 FOR UPDATE SKIP LOCKED))",
 	SPI_OK_UPDATE,
 	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID}
+};
+
+/* Whether the message's topic is routed to a NOTIFY channel */
+static SavedStatement stmt_message_on_channel = {
+	"SELECT 1 FROM outbox.message m JOIN outbox.routes r"
+	" ON r.topic OPERATOR(pg_catalog.=) m.topic "
+	"WHERE m.id OPERATOR(pg_catalog.=) $1 AND r.target OPERATOR(pg_catalog.=) 'notify'",
+	SPI_OK_SELECT,
+	1, {UUIDOID}
 };
 
 /* The arguments of stmt_route_set */
@@ -286,4 +296,20 @@ StoreRoutedTopics(void)
 	}
 	SpiFinish();
 	return topics;
+}
+
+/*
+ * Is the message with this id (still) of a topic routed to a NOTIFY
+ * channel?  Those are the envelopes that listeners are sent, and may read
+ * whole by id.
+ */
+bool
+StoreMessageOnChannel(pg_uuid_t *id)
+{
+	Datum		args[1];
+	Datum		one;
+	bool		isnull;
+
+	args[0] = UUIDPGetDatum(id);
+	return SpiRunFirstRow(&stmt_message_on_channel, args, NULL, &one, &isnull, 1);
 }

@@ -12,6 +12,7 @@
 
 #include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
+#include "utils/uuid.h"
 
 /* a row of outbox.routes */
 typedef struct OutboxRoute
@@ -36,5 +37,6 @@ extern void StoreRouteSetBreaker(const char *topic, TimestampTz created_at,
 								 int consecutive_failures,
 								 TimestampTz paused_until, text *last_failure);
 extern List *StoreRoutedTopics(void);
+extern bool StoreMessageOnChannel(pg_uuid_t *id);
 
 #endif							/* OUTBOX_STORE_ROUTES_H */

@@ -60,7 +60,7 @@ outbox.max_attempts = 3
 $node->start;
 my $su = $node->safe_psql('postgres', 'SELECT current_user');
 my ($host, $port) = ($node->host, $node->port);
-my $insert = q{INSERT INTO received (id, topic) VALUES (($1->>'id')::uuid, $2)};
+my $insert = q{INSERT INTO public.received (id, topic) VALUES (($1->>'id')::uuid, $2)};
 $node->safe_psql('postgres', 'CREATE DATABASE app');
 $node->safe_psql('postgres', 'CREATE DATABASE near');
 $node->safe_psql('near', 'CREATE TABLE received (id uuid PRIMARY KEY, topic text)');

@@ -11,12 +11,9 @@
  * same transaction; nothing is sent unless that transaction commits.
  *
  * A remote route is not: the remote command commits on its own.  A batch is
- * claimed (leased), each message is delivered in order, and the outcomes
- * are recorded: the failures with outbox.fail and the text of their error,
- * the successes completed together at the end of the batch.  A remote call
- * has until the earlier of half a lease from its start and one second
- * before the lease ends; messages whose turn comes too late are released
- * (their attempt does not count) for the next round.
+ * claimed (leased), each message is delivered in order with a deadline of
+ * its own, and the outcomes are recorded; a route whose server keeps
+ * timing out is paused by its circuit breaker (outbox_drain_remote.c).
  *
  * Nothing in delivery raises an error for bad data or a failing server:
  * the envelope's timestamp is checked first, a broken channel or server
@@ -25,25 +22,30 @@
  * exhaustion) abort the whole batch.
  *
  * drain_once runs all of this inside its caller's transaction, one batch of
- * outbox.batch_size per topic.  The worker commits each NOTIFY batch, and
- * while a topic fills whole batches it doubles that topic's next one, up to
- * NOTIFY_BATCH_MAX: the claim reads the head of the topic's index once per
- * batch, and under a backlog (all the more with dead index entries that a
- * long-running snapshot keeps from being removed) larger batches spread
- * that read and the commit over more messages.  For a remote route the
- * worker commits the claim first, in a transaction of its own, and then
- * delivers in a second one: if the worker dies while delivering, the
- * leases it took expire and the messages are claimed again with one more
- * attempt, so a message that kills the worker ends dead instead of killing
- * it forever.
+ * outbox.batch_size per topic, waiting for each remote call in turn.
+ *
+ * The worker's round never waits for a remote server.  It commits each
+ * NOTIFY batch, and while a topic fills whole batches it doubles that
+ * topic's next one, up to NOTIFY_BATCH_MAX: the claim reads the head of the
+ * topic's index once per batch, and under a backlog (all the more with
+ * dead index entries that a long-running snapshot keeps from being
+ * removed) larger batches spread that read and the commit over more
+ * messages.  For a remote route it claims a batch, commits, and leaves the
+ * batch in flight (outbox_drain_wait.c): the worker's wait between rounds
+ * serves the calls of every route in flight together with its latch, so
+ * that a commit wakes it for the next round however long a remote server
+ * takes, and no route waits for another.  The claim commits before
+ * anything is sent: if the worker dies while delivering, the leases it
+ * took expire and the messages are claimed again with one more attempt, so
+ * a message that kills the worker ends dead instead of killing it forever.
+ * A remote route whose batch is in flight is left alone by the rounds
+ * until the batch is through.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "access/xlog.h"
-#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -55,6 +57,7 @@
 
 #include "outbox.h"
 #include "outbox_delivery.h"
+#include "outbox_drain_int.h"
 #include "outbox_envelope.h"
 #include "outbox_error.h"
 
@@ -75,9 +78,6 @@ typedef struct DrainState
 /* Random bytes in a lease owner name, written in hex */
 #define OUTBOX_OWNER_TOKEN_BYTES	16
 
-/* A remote call stops this long before the lease ends */
-#define LEASE_MARGIN_US		USECS_PER_SEC
-
 /* The largest NOTIFY batch of the worker under a backlog */
 #define NOTIFY_BATCH_MAX	1000
 
@@ -86,11 +86,11 @@ static void obx_init_state(DrainState *st, Oid role, const char *owner);
 static void obx_claim_request(DrainState *st, OutboxRoute *route, int size,
 							  ClaimRequest *req);
 static void obx_notify_batch(DrainState *st, OutboxRoute *route, int size);
-static int	obx_claim(DrainState *st, OutboxRoute *route, List **messages);
-static void obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages);
-static Oid	obx_route_creator(OutboxRoute *route, OutboxError *error);
-static Datum obx_uuid_array(List *ids);
-static void obx_commit(void);
+static RemoteBatch *obx_remote_claim(DrainState *st, OutboxRoute *route,
+									 MemoryContext cxt);
+static void obx_remote_batch(DrainState *st, OutboxRoute *route);
+static void obx_remote_launch(DrainState *st, OutboxRoute *route);
+static TimestampTz obx_next_due(OutboxRoute *route, TimestampTz now);
 
 /*
  * The lease owner of this process's deliveries: what it is, its pid (for
@@ -183,140 +183,38 @@ obx_notify_batch(DrainState *st, OutboxRoute *route, int size)
 	}
 }
 
-/* Claim (lease) a batch of the route's topic; the messages go onto *messages. */
-static int
-obx_claim(DrainState *st, OutboxRoute *route, List **messages)
+/*
+ * Claim (lease) a batch of a remote route, in a memory context under cxt,
+ * unless its breaker has paused it: a full batch, or one message to probe
+ * the route after a pause.  NULL when there is nothing to deliver.
+ */
+static RemoteBatch *
+obx_remote_claim(DrainState *st, OutboxRoute *route, MemoryContext cxt)
 {
 	ClaimRequest req;
 
-	obx_claim_request(st, route, st->batch_size, &req);
-	st->claimed = StoreClaimMessages(&req, messages);
-	return st->claimed;
+	if (RemoteRoutePaused(route, GetCurrentTimestamp()))
+		return NULL;
+	obx_claim_request(st, route, RemoteRouteBatchSize(route, st->batch_size),
+					  &req);
+	return RemoteBatchClaim(&req, route, cxt);
 }
 
 /*
- * The role whose credentials deliver a remote route: the role that made it.
- * Its user mapping gives the credentials and its USAGE on the server is
- * checked again at each delivery (RemoteResolve), so revoking that USAGE or
- * dropping that mapping stops the route; whoever delivers (the worker's
- * role, the caller of drain_once) lends nothing of its own.  Returns
- * InvalidOid, with the condition in *error, if the role is gone (dropped or
- * renamed since).
- */
-static Oid
-obx_route_creator(OutboxRoute *route, OutboxError *error)
-{
-	Oid			creator = get_role_oid(route->created_by, true);
-
-	if (!OidIsValid(creator))
-	{
-		OutboxErrorSet(error, ERRCODE_UNDEFINED_OBJECT,
-					   "role \"%s\" that made the route of topic \"%s\" does not exist",
-					   route->created_by, route->topic);
-		OutboxErrorHint(error, "Make the route again with outbox.route_remote.");
-	}
-	return creator;
-}
-
-/* A uuid[] datum of the ids in the list (of pg_uuid_t pointers). */
-static Datum
-obx_uuid_array(List *ids)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(ids), 1));
-	ListCell   *lc;
-	int			n = 0;
-
-	foreach(lc, ids)
-		elems[n++] = UUIDPGetDatum((pg_uuid_t *) lfirst(lc));
-	return PointerGetDatum(construct_array(elems, n, UUIDOID, UUID_LEN, false,
-										   TYPALIGN_CHAR));
-}
-
-/*
- * Deliver a claimed batch of a remote route in order and record each
- * outcome: fail each failure with its error, release what came too late,
- * complete the rest.
+ * drain_once's batch of a remote route: claim it, deliver it in order,
+ * waiting for each call, and record the outcomes.
  */
 static void
-obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
+obx_remote_batch(DrainState *st, OutboxRoute *route)
 {
-	List	   *done = NIL;
-	List	   *late = NIL;
-	ListCell   *lc;
-	int64		lease_us = (int64) st->lease_seconds * USECS_PER_SEC;
-	OutboxError no_creator;
-	Oid			creator = obx_route_creator(route, &no_creator);
+	RemoteBatch *batch = obx_remote_claim(st, route, CurrentMemoryContext);
+	RemoteCall *call;
 
-	/*
-	 * A route made by an ordinary role must not borrow the remote server's
-	 * own identity (trust or peer authentication): its connection must
-	 * authenticate with a password, the rule of dblink and postgres_fdw.
-	 */
-	bool		needs_password = !OidIsValid(creator) || !superuser_arg(creator);
-
-	/*
-	 * A remote server keeps what it is sent, so nothing may leave before
-	 * the transactions that appended it are safe on disk: a producer that
-	 * commits with synchronous_commit = off may not be yet, and a crash
-	 * would leave the remote side with an event for work that never
-	 * happened.  Their commit records precede this point of the WAL.  (The
-	 * worker has flushed past them already, by committing its claim;
-	 * drain_once has not.  A NOTIFY route needs none of this: the
-	 * notification leaves after the commit of the claim, whose flush covers
-	 * them, unless that session itself commits asynchronously.)
-	 */
-	XLogFlush(GetXLogInsertRecPtr());
-
-	foreach(lc, messages)
-	{
-		ClaimedMessage *m = (ClaimedMessage *) lfirst(lc);
-		TimestampTz now = GetCurrentTimestamp();
-		TimestampTz deadline = Min(now + lease_us / 2,
-								   m->leased_until - LEASE_MARGIN_US);
-		OutboxError failure;
-		char	   *error = NULL;
-		bool		ok;
-
-		CHECK_FOR_INTERRUPTS();
-
-		if (deadline <= now)
-		{
-			late = lappend(late, &m->id);
-			continue;
-		}
-
-		if (!OidIsValid(creator))
-		{
-			failure = no_creator;
-			ok = false;
-		}
-		else if (!EnvelopeCheckTimestamp(m->created_at, &failure))
-			ok = false;
-		else
-		{
-			Jsonb	   *env = BuildEnvelope(&m->id, m->event_type,
-											m->created_at, m->payload);
-
-			ok = RemoteDeliver(route->server, creator, needs_password,
-							   route->command,
-							   JsonbToCString(NULL, &env->root, VARSIZE(env)),
-							   route->topic, deadline, &failure);
-		}
-		if (!ok)
-			error = OutboxErrorText(&failure);
-
-		if (ok)
-			done = lappend(done, &m->id);
-		else if (StoreFail(&m->id, st->owner, ClipErrorText(error, strlen(error)),
-						   GetCurrentTimestamp()))
-			st->failed++;
-	}
-
-	if (done != NIL)
-		st->delivered += StoreCompleteMany(DatumGetArrayTypeP(obx_uuid_array(done)),
-										   st->owner, GetCurrentTimestamp());
-	if (late != NIL)
-		StoreRelease(DatumGetArrayTypeP(obx_uuid_array(late)), st->owner);
+	if (batch == NULL)
+		return;
+	while ((call = RemoteBatchNext(batch)) != NULL)
+		RemoteCallWait(call);
+	RemoteBatchFinish(batch, &st->delivered, &st->failed);
 }
 
 /*
@@ -344,12 +242,11 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 	foreach(lc, routes)
 	{
 		OutboxRoute *route = (OutboxRoute *) lfirst(lc);
-		List	   *messages = NIL;
 
-		if (!route->remote)
+		if (route->remote)
+			obx_remote_batch(&st, route);
+		else
 			obx_notify_batch(&st, route, st.batch_size);
-		else if (obx_claim(&st, route, &messages) > 0)
-			obx_deliver_batch(&st, route, messages);
 	}
 	IdentityRestore(&save);
 
@@ -367,24 +264,24 @@ obx_begin(const char *activity)
 }
 
 /*
- * Start a transaction of the worker's round and take the tables' locks
- * without waiting; on false the transaction is already over (the tables
- * are gone or locked, and the round gives up).
+ * Start a transaction of the worker and take the tables' locks without
+ * waiting, in memory context cxt; on false the transaction is already over
+ * (the tables are gone or locked, and the caller gives up for now).
  */
-static bool
-obx_begin_locked(const char *activity, MemoryContext cxt)
+bool
+DrainBeginLocked(const char *activity, MemoryContext cxt)
 {
 	obx_begin(activity);
 	MemoryContextSwitchTo(cxt);
 	if (IdentityTryLockTables())
 		return true;
-	obx_commit();
+	DrainCommit();
 	return false;
 }
 
-/* Commit a transaction of the worker's round. */
-static void
-obx_commit(void)
+/* Commit a transaction of the worker. */
+void
+DrainCommit(void)
 {
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -392,13 +289,43 @@ obx_commit(void)
 }
 
 /*
+ * Launch a batch of a remote route: claim it, and leave it in flight
+ * (outbox_drain_wait.c), where its calls start once this claim has
+ * committed.
+ */
+static void
+obx_remote_launch(DrainState *st, OutboxRoute *route)
+{
+	RemoteBatch *batch = obx_remote_claim(st, route, DrainFlightContext());
+
+	if (batch != NULL)
+		DrainFly(batch);
+}
+
+/*
+ * When something of the route next becomes due: a message, but not while
+ * its breaker has the route paused.  DT_NOEND: nothing pending.
+ */
+static TimestampTz
+obx_next_due(OutboxRoute *route, TimestampTz now)
+{
+	TimestampTz next = StoreNextDue(cstring_to_text(route->topic), now);
+
+	if (route->remote && next != DT_NOEND && RemoteRoutePaused(route, now))
+		next = Max(next, route->paused_until);
+	return next;
+}
+
+/*
  * One round of the background worker over every routed topic of this
- * database: batches are taken from each topic in turn while some topic
- * still fills whole batches.  Called outside a transaction; each claim and
- * each delivery commits in a transaction of its own.  Returns false when
- * the round could not run (the extension's tables are missing or locked);
- * otherwise sets *next_wake to when something next becomes due (DT_NOEND:
- * nothing pending), and *delivered and *failed to the round's outcomes.
+ * database: NOTIFY batches are taken from each topic in turn while some
+ * topic still fills whole batches, and a batch of each remote route is
+ * launched unless one is in flight.  Called outside a transaction; each
+ * batch commits in a transaction of its own.  Returns false when the round
+ * could not run (the extension's tables are missing or locked); otherwise
+ * sets *next_wake to when something next becomes due (DT_NOEND: nothing
+ * pending), and *delivered and *failed to the outcomes recorded since the
+ * last round.
  */
 bool
 DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
@@ -412,7 +339,8 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	List	   *routes;
 	ListCell   *lc;
 	int		   *sizes;			/* the next NOTIFY batch of each route */
-	bool		more;
+	bool		more;			/* a NOTIFY route filled its batch */
+	bool		first = true;	/* the first pass over the routes */
 	bool		ran = false;
 
 	*next_wake = DT_NOEND;
@@ -426,14 +354,14 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 
 	memset(&st, 0, sizeof(st));
 
-	if (!obx_begin_locked("loading routes", round_cxt))
+	if (!DrainBeginLocked("loading routes", round_cxt))
 		goto done;
 	obx_init_state(&st, delivering_role,
 				   obx_lease_owner("krizaka_outbox worker"));	/* reads the catalogs */
 	IdentityBecomeExtensionOwner(&save);
 	routes = StoreRouteList(NULL);
 	IdentityRestore(&save);
-	obx_commit();
+	DrainCommit();
 	sizes = palloc(sizeof(int) * Max(list_length(routes), 1));
 	for (int i = 0; i < list_length(routes); i++)
 		sizes[i] = st.batch_size;
@@ -445,47 +373,36 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 		{
 			OutboxRoute *route = (OutboxRoute *) lfirst(lc);
 			int		   *size = &sizes[foreach_current_index(lc)];
-			List	   *messages = NIL;
-			int			claimed;
 
 			CHECK_FOR_INTERRUPTS();
 
+			/* a remote route: once a round, and not while a batch flies */
+			if (route->remote && (!first || DrainFlying(route->topic)))
+				continue;
+
 			MemoryContextReset(batch_cxt);
-			if (!obx_begin_locked(route->remote ? "claiming" : "delivering to a channel",
+			if (!DrainBeginLocked(route->remote ? "claiming" : "delivering to a channel",
 								  batch_cxt))
 				goto done;
 			IdentityBecomeExtensionOwner(&save);
 			if (route->remote)
-				claimed = obx_claim(&st, route, &messages);
+				obx_remote_launch(&st, route);
 			else
-			{
 				obx_notify_batch(&st, route, *size);
-				claimed = st.claimed;
-			}
 			IdentityRestore(&save);
-			obx_commit();
+			DrainCommit();
 
-			if (claimed >= (route->remote ? st.batch_size : *size))
+			if (!route->remote && st.claimed >= *size)
 			{
 				more = true;
-				if (!route->remote)
-					*size = Min(*size * 2, Max(NOTIFY_BATCH_MAX, st.batch_size));
+				*size = Min(*size * 2, Max(NOTIFY_BATCH_MAX, st.batch_size));
 			}
-			if (!route->remote || claimed == 0)
-				continue;
-
-			/* a remote batch: the claim committed on its own, see above */
-			if (!obx_begin_locked("delivering to a remote server", batch_cxt))
-				goto done;
-			IdentityBecomeExtensionOwner(&save);
-			obx_deliver_batch(&st, route, messages);
-			IdentityRestore(&save);
-			obx_commit();
 		}
+		first = false;
 	} while (more);
 
-	/* when to look again */
-	if (obx_begin_locked("computing next due time", round_cxt))
+	/* when to look again; a route in flight says so when its batch ends */
+	if (DrainBeginLocked("computing next due time", round_cxt))
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
@@ -493,18 +410,22 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 		foreach(lc, routes)
 		{
 			OutboxRoute *route = (OutboxRoute *) lfirst(lc);
-			TimestampTz next = StoreNextDue(cstring_to_text(route->topic), now);
+			TimestampTz next;
 
+			if (route->remote && DrainFlying(route->topic))
+				continue;
+			next = obx_next_due(route, now);
 			if (next < *next_wake)
 				*next_wake = next;
 		}
 		IdentityRestore(&save);
-		obx_commit();
+		DrainCommit();
 		ran = true;
 	}
 
 done:
 	pgstat_report_activity(STATE_IDLE, NULL);
+	DrainFlightCounts(&st.delivered, &st.failed);
 	*delivered = st.delivered;
 	*failed = st.failed;
 

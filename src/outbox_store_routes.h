@@ -10,6 +10,7 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
 #include "utils/uuid.h"
 
@@ -22,6 +23,9 @@ typedef struct OutboxRoute
 	char	   *server;
 	char	   *command;
 	char	   *created_by;
+	TimestampTz created_at;		/* tells one setting of the route from the next */
+	TimestampTz paused_until;	/* the breaker's pause; DT_NOBEGIN: none */
+	int			consecutive_failures;
 } OutboxRoute;
 
 extern void StoreRouteSetNotify(text *topic, text *channel, Oid creator);
@@ -29,6 +33,9 @@ extern void StoreRouteSetRemote(text *topic, const char *server,
 								const char *command, Oid creator);
 extern bool StoreRouteDelete(text *topic);
 extern List *StoreRouteList(text *topic);
+extern void StoreRouteSetBreaker(const char *topic, TimestampTz created_at,
+								 int consecutive_failures,
+								 TimestampTz paused_until, text *last_failure);
 extern List *StoreRoutedTopics(void);
 extern bool StoreMessageOnChannel(pg_uuid_t *id);
 

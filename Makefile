@@ -10,6 +10,8 @@ OBJS = \
 	src/outbox_api_routes.o \
 	src/outbox_backoff.o \
 	src/outbox_drain.o \
+	src/outbox_drain_remote.o \
+	src/outbox_drain_wait.o \
 	src/outbox_envelope.o \
 	src/outbox_error.o \
 	src/outbox_guc.o \

@@ -236,6 +236,9 @@ COMMENT ON FUNCTION outbox.envelope_by_id(uuid) IS
  * topic.  One route per topic: a NOTIFY channel, or a command run on a
  * remote PostgreSQL database named by a foreign server (credentials come
  * from the user mapping of the delivering role, never from this table).
+ * The last three columns are the circuit breaker of a remote route,
+ * written by delivery when it changes: calls in a row that found the
+ * server unreachable, the pause they caused, and the last such failure.
  */
 CREATE TABLE outbox.routes (
     topic       text        NOT NULL,
@@ -245,6 +248,9 @@ CREATE TABLE outbox.routes (
     command     text,
     created_by  name        NOT NULL DEFAULT CURRENT_USER,
     created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    paused_until          timestamptz,
+    consecutive_failures  integer     NOT NULL DEFAULT 0,
+    last_failure          text,
     CONSTRAINT routes_pkey PRIMARY KEY (topic),
     CONSTRAINT routes_target_check CHECK (
         (target OPERATOR(pg_catalog.=) 'notify' AND channel IS NOT NULL
@@ -260,8 +266,9 @@ SELECT pg_catalog.pg_extension_config_dump('outbox.routes', '');
 
 /*
  * outbox.topic_stats: per topic, the messages due now, delayed (backoff or
- * available_at in the future), leased, dead and delivered, and the age of
- * the oldest message not yet delivered.  Each part reads one partial index.
+ * available_at in the future), leased, dead and delivered, the age of the
+ * oldest message not yet delivered, and until when the circuit breaker of
+ * the topic's route pauses it.  Each count reads one partial index.
  */
 CREATE VIEW outbox.topic_stats AS
 WITH pending AS (
@@ -298,15 +305,17 @@ SELECT t.topic,
        COALESCE(v.delivered, 0) AS delivered,
        CASE WHEN pg_catalog.isfinite(p.oldest_created_at)
             THEN pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_created_at
-       END AS oldest_undelivered_age
+       END AS oldest_undelivered_age,
+       r.paused_until
   FROM (SELECT topic FROM pending UNION SELECT topic FROM dead
         UNION SELECT topic FROM delivered) t
   LEFT JOIN pending p ON p.topic OPERATOR(pg_catalog.=) t.topic
   LEFT JOIN dead d ON d.topic OPERATOR(pg_catalog.=) t.topic
-  LEFT JOIN delivered v ON v.topic OPERATOR(pg_catalog.=) t.topic;
+  LEFT JOIN delivered v ON v.topic OPERATOR(pg_catalog.=) t.topic
+  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) t.topic;
 
 COMMENT ON VIEW outbox.topic_stats IS
-    'Per topic: messages due, delayed, leased, dead and delivered, and the age of the oldest undelivered one.';
+    'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, and the pause of its route.';
 
 CREATE FUNCTION outbox.route_notify(topic text, channel text)
 RETURNS void

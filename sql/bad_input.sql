@@ -445,8 +445,8 @@ ROLLBACK;
 -- drain_once, envelope_by_id and worker_status.  Each decoy would leave a
 -- mark in bad_input.victim, or change what is read or written, if used.
 --
-CREATE TABLE public.routes (LIKE outbox.routes);
-CREATE TEMP TABLE routes (LIKE outbox.routes);
+CREATE TABLE public.routes (LIKE outbox.routes INCLUDING DEFAULTS);
+CREATE TEMP TABLE routes (LIKE outbox.routes INCLUDING DEFAULTS);
 CREATE TEMP TABLE message (LIKE outbox.message);
 CREATE FUNCTION public.mark(what text) RETURNS void LANGUAGE sql
     AS $$INSERT INTO bad_input.victim VALUES ('used: ' || what)$$;

@@ -210,6 +210,8 @@ SELECT v.label, regress.err(format('SELECT outbox.route_remote(%s, %s, %s)', quo
                ('command $1 in a quoted name', 'credits', 'regress_nowhere', 'SELECT "$1" FROM t'),
                ('command $3', 'credits', 'regress_nowhere', 'INSERT INTO t VALUES ($1, $3)'),
                ('command $10', 'credits', 'regress_nowhere', 'SELECT $1, $10'),
+               ('command $2147483648', 'credits', 'regress_nowhere', 'SELECT $1, $2147483648'),
+               ('command $4294967297', 'credits', 'regress_nowhere', 'SELECT $4294967297'),
                ('command COPY', 'credits', 'regress_nowhere', 'COPY t FROM STDIN'),
                ('command COPY with $1', 'credits', 'regress_nowhere', 'COPY (SELECT $1) TO STDOUT'),
                ('command BEGIN', 'credits', 'regress_nowhere', 'BEGIN'),

@@ -14,11 +14,15 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
 #include "outbox.h"
@@ -280,13 +284,38 @@ outbox_envelope(PG_FUNCTION_ARGS)
 									DatumGetJsonbP(v[3])));
 }
 
-/* outbox.envelope_by_id(id) returns jsonb, NULL when there is no such message */
+/*
+ * May the caller of envelope_by_id read any message?  Only a role that may
+ * read outbox.message itself.  The function runs as the extension owner,
+ * so the caller is the role of the session (SET ROLE included).
+ */
+static bool
+obx_caller_reads_messages(void)
+{
+	Oid			relid = get_relname_relid("message",
+										  get_namespace_oid("outbox", false));
+
+	return OidIsValid(relid) &&
+		pg_class_aclcheck(relid, GetOuterUserId(), ACL_SELECT) == ACLCHECK_OK;
+}
+
+/*
+ * outbox.envelope_by_id(id) returns jsonb, NULL when there is no such message
+ *
+ * For listeners of NOTIFY routes that received a truncated envelope: a
+ * role that may not read outbox.message gets only the envelopes of topics
+ * routed to a channel, which any role that may LISTEN receives anyway;
+ * for the other messages (pull topics, remote routes) it gets NULL, as for
+ * an id that does not exist.
+ */
 Datum
 outbox_envelope_by_id(PG_FUNCTION_ARGS)
 {
 	pg_uuid_t  *id = CheckUuid(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "id");
 	EnvelopeRow row;
 
+	if (!obx_caller_reads_messages() && !StoreMessageOnChannel(id))
+		PG_RETURN_NULL();
 	if (!StoreEnvelopeById(id, &row))
 		PG_RETURN_NULL();
 	PG_RETURN_JSONB_P(BuildEnvelope(&row.id, row.event_type, row.created_at,

@@ -1,15 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_delivery.h
- *		Delivery: one round over the routed topics (outbox_drain.c) and the
+ *		Delivery: one round over the routed topics (outbox_drain*.c) and the
  *		two kinds of route it delivers to, a NOTIFY channel
  *		(outbox_notify.c) and a command on a remote PostgreSQL database
  *		(outbox_remote_*.c).
  *
  * The checks made when a route is created raise errors; the deliveries
- * never do for a bad message or a failing destination, but return false
- * with the condition in an OutboxError, which the round records with
- * outbox.fail.
+ * never do for a bad message or a failing destination, but fail with the
+ * condition in an OutboxError, which the round records with outbox.fail.
  *
  *-------------------------------------------------------------------------
  */
@@ -23,9 +22,13 @@
 
 struct ClaimedMessage;
 
-/* one delivery round of the worker (outbox_drain.c) */
+/*
+ * the worker: one delivery round (outbox_drain.c), and the wait between
+ * rounds that serves the remote calls in flight (outbox_drain_wait.c)
+ */
 extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 							   int64 *delivered, int64 *failed);
+extern void DrainWait(long timeout_ms);
 
 /* NOTIFY routes (outbox_notify.c) */
 #define OUTBOX_NOTIFY_MAX_BYTES		7999	/* pg_notify payloads stay below 8000 bytes */
@@ -43,9 +46,30 @@ extern bool NotifyDeliver(const char *channel, struct ClaimedMessage *m,
 #define OUTBOX_REMOTE_MAX_BYTES		((int) (MaxAllocSize - 1) - 65536)
 extern void RemoteCheckCommand(const char *command);
 extern void RemoteCheckRoute(const char *server_name, Oid creator);
-extern bool RemoteDeliver(const char *server_name, Oid userid,
-						  bool require_password, const char *command,
-						  const char *envelope, const char *topic,
-						  TimestampTz deadline, OutboxError *error);
+
+/* one message's delivery to a remote route, which never blocks */
+typedef struct RemoteCall RemoteCall;
+
+/* how a remote call ended */
+typedef enum RemoteOutcome
+{
+	REMOTE_PENDING,				/* it has not */
+	REMOTE_DELIVERED,			/* the remote command committed */
+	REMOTE_FAILED,				/* the server said no, or this side refused */
+	REMOTE_UNREACHABLE			/* could not connect, lost the connection,
+								 * or timed out */
+} RemoteOutcome;
+
+extern RemoteCall *RemoteCallStart(const char *server_name, Oid userid,
+								   bool require_password, const char *command,
+								   const char *envelope, const char *topic,
+								   TimestampTz deadline);
+extern int	RemoteCallSocket(RemoteCall *call, pgsocket *sock);
+extern TimestampTz RemoteCallDeadline(RemoteCall *call);
+extern void RemoteCallStep(RemoteCall *call, int ready);
+extern void RemoteCallWait(RemoteCall *call);
+extern RemoteOutcome RemoteCallOutcome(RemoteCall *call,
+									   const OutboxError **error);
+extern void RemoteCallAbandon(RemoteCall *call);
 
 #endif							/* OUTBOX_DELIVERY_H */

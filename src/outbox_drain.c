@@ -11,41 +11,44 @@
  * same transaction; nothing is sent unless that transaction commits.
  *
  * A remote route is not: the remote command commits on its own.  A batch is
- * claimed (leased), each message is delivered in order, and the outcomes
- * are recorded: the failures with outbox.fail and the text of their error,
- * the successes completed together at the end of the batch.  A remote call
- * has until the earlier of half a lease from its start and one second
- * before the lease ends; messages whose turn comes too late are released
- * (their attempt does not count) for the next round.
+ * claimed (leased), each message is delivered in order with a deadline of
+ * its own, and the outcomes are recorded; a route whose server keeps
+ * timing out is paused by its circuit breaker (outbox_drain_remote.c).
  *
  * Nothing in delivery raises an error for bad data or a failing server:
  * an envelope that cannot be made (its timestamp, its size as jsonb or as
  * text, all judged before it is built), a broken channel or server becomes
  * the failure of that message, and the others go on.  So no subtransaction
  * is needed.  Errors that do escape (an interrupt, memory exhaustion)
- * abort the whole batch.  A remote batch holds its payloads as stored and
- * makes one message's envelope at a time, in a memory context of its own.
+ * abort the whole batch.  A batch holds its payloads as stored; each
+ * message's envelope is made in turn, detoasting its payload only if it
+ * may be sent whole.
  *
  * drain_once runs all of this inside its caller's transaction, one batch of
- * outbox.batch_size per topic.  The worker commits each NOTIFY batch, and
- * while a topic fills whole batches it doubles that topic's next one, up to
- * NOTIFY_BATCH_MAX: the claim reads the head of the topic's index once per
- * batch, and under a backlog (all the more with dead index entries that a
- * long-running snapshot keeps from being removed) larger batches spread
- * that read and the commit over more messages.  For a remote route the
- * worker commits the claim first, in a transaction of its own, and then
- * delivers in a second one: if the worker dies while delivering, the
- * leases it took expire and the messages are claimed again with one more
- * attempt, so a message that kills the worker ends dead instead of killing
- * it forever.
+ * outbox.batch_size per topic, waiting for each remote call in turn.
+ *
+ * The worker's round never waits for a remote server.  It commits each
+ * NOTIFY batch, and while a topic fills whole batches it doubles that
+ * topic's next one, up to NOTIFY_BATCH_MAX: the claim reads the head of the
+ * topic's index once per batch, and under a backlog (all the more with
+ * dead index entries that a long-running snapshot keeps from being
+ * removed) larger batches spread that read and the commit over more
+ * messages.  For a remote route it claims a batch, commits, and leaves the
+ * batch in flight (outbox_drain_wait.c): the worker's wait between rounds
+ * serves the calls of every route in flight together with its latch, so
+ * that a commit wakes it for the next round however long a remote server
+ * takes, and no route waits for another.  The claim commits before
+ * anything is sent: if the worker dies while delivering, the leases it
+ * took expire and the messages are claimed again with one more attempt, so
+ * a message that kills the worker ends dead instead of killing it forever.
+ * A remote route whose batch is in flight is left alone by the rounds
+ * until the batch is through.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "access/xlog.h"
-#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -57,6 +60,7 @@
 
 #include "outbox.h"
 #include "outbox_delivery.h"
+#include "outbox_drain_int.h"
 #include "outbox_envelope.h"
 #include "outbox_error.h"
 
@@ -65,8 +69,7 @@ PG_FUNCTION_INFO_V1(outbox_drain_once);
 /* Who delivers, and what has been done so far */
 typedef struct DrainState
 {
-	Oid			role;			/* the delivering role */
-	bool		role_superuser;
+	Oid			role;			/* the role that runs the round */
 	text	   *owner;			/* lease owner */
 	int			batch_size;
 	int			lease_seconds;
@@ -75,28 +78,54 @@ typedef struct DrainState
 	int			claimed;		/* by the last batch */
 } DrainState;
 
-/* A remote call stops this long before the lease ends */
-#define LEASE_MARGIN_US		USECS_PER_SEC
+/* Random bytes in a lease owner name, written in hex */
+#define OUTBOX_OWNER_TOKEN_BYTES	16
 
 /* The largest NOTIFY batch of the worker under a backlog */
 #define NOTIFY_BATCH_MAX	1000
 
+static const char *obx_lease_owner(const char *kind);
 static void obx_init_state(DrainState *st, Oid role, const char *owner);
 static void obx_claim_request(DrainState *st, OutboxRoute *route, int size,
 							  ClaimRequest *req);
 static void obx_notify_batch(DrainState *st, OutboxRoute *route, int size);
-static int	obx_claim(DrainState *st, OutboxRoute *route, List **messages);
-static void obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages);
-static bool obx_route_needs_password(DrainState *st, OutboxRoute *route);
-static Datum obx_uuid_array(List *ids);
-static void obx_commit(void);
+static RemoteBatch *obx_remote_claim(DrainState *st, OutboxRoute *route,
+									 MemoryContext cxt);
+static void obx_remote_batch(DrainState *st, OutboxRoute *route);
+static void obx_remote_launch(DrainState *st, OutboxRoute *route);
+static TimestampTz obx_next_due(OutboxRoute *route, TimestampTz now);
+
+/*
+ * The lease owner of this process's deliveries: what it is, its pid (for
+ * the operator reading outbox.message) and a random token made once per
+ * process.  The pid alone is public (pg_stat_activity), and a role granted
+ * complete, fail or extend could then act on the worker's leases; with the
+ * token nobody can name them, so nobody can complete, fail or extend them
+ * or hold their rows locked against the worker.
+ */
+static const char *
+obx_lease_owner(const char *kind)
+{
+	static char token[2 * OUTBOX_OWNER_TOKEN_BYTES + 1] = "";
+	uint8		bytes[OUTBOX_OWNER_TOKEN_BYTES];
+
+	if (token[0] == '\0')
+	{
+		if (!pg_strong_random(bytes, sizeof(bytes)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate a random lease owner token")));
+		hex_encode((const char *) bytes, sizeof(bytes), token);
+		token[2 * OUTBOX_OWNER_TOKEN_BYTES] = '\0';
+	}
+	return psprintf("%s %d %s", kind, MyProcPid, token);
+}
 
 /* Prepare a drain as role with lease owner name owner. */
 static void
 obx_init_state(DrainState *st, Oid role, const char *owner)
 {
 	st->role = role;
-	st->role_superuser = superuser_arg(role);
 	st->owner = cstring_to_text(owner);
 	st->batch_size = outbox_batch_size;
 	st->lease_seconds = outbox_lease_seconds;
@@ -157,134 +186,47 @@ obx_notify_batch(DrainState *st, OutboxRoute *route, int size)
 	}
 }
 
-/* Claim (lease) a batch of the route's topic; the messages go onto *messages. */
-static int
-obx_claim(DrainState *st, OutboxRoute *route, List **messages)
+/*
+ * Claim (lease) a batch of a remote route, in a memory context under cxt,
+ * unless its breaker has paused it: a full batch, or one message to probe
+ * the route after a pause.  NULL when there is nothing to deliver.
+ */
+static RemoteBatch *
+obx_remote_claim(DrainState *st, OutboxRoute *route, MemoryContext cxt)
 {
 	ClaimRequest req;
 
-	obx_claim_request(st, route, st->batch_size, &req);
-	st->claimed = StoreClaimMessages(&req, messages);
-	return st->claimed;
+	if (RemoteRoutePaused(route, GetCurrentTimestamp()))
+		return NULL;
+	obx_claim_request(st, route, RemoteRouteBatchSize(route, st->batch_size),
+					  &req);
+	return RemoteBatchClaim(&req, route, cxt);
 }
 
 /*
- * Remote connections must authenticate with a password unless both the
- * delivering role and the role that made the route are superusers: a route
- * made by an ordinary role must not borrow the server's own identity (trust
- * or peer authentication), the rule of dblink and postgres_fdw.
- */
-static bool
-obx_route_needs_password(DrainState *st, OutboxRoute *route)
-{
-	Oid			creator;
-
-	if (!st->role_superuser)
-		return true;
-	creator = get_role_oid(route->created_by, true);
-	return !OidIsValid(creator) || !superuser_arg(creator);
-}
-
-/* A uuid[] datum of the ids in the list (of pg_uuid_t pointers). */
-static Datum
-obx_uuid_array(List *ids)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(ids), 1));
-	ListCell   *lc;
-	int			n = 0;
-
-	foreach(lc, ids)
-		elems[n++] = UUIDPGetDatum((pg_uuid_t *) lfirst(lc));
-	return PointerGetDatum(construct_array(elems, n, UUIDOID, UUID_LEN, false,
-										   TYPALIGN_CHAR));
-}
-
-/*
- * Deliver a claimed batch of a remote route in order and record each
- * outcome: fail each failure with its error, release what came too late,
- * complete the rest.
+ * drain_once's batch of a remote route: claim it, deliver it in order,
+ * waiting for each call, and record the outcomes.
  */
 static void
-obx_deliver_batch(DrainState *st, OutboxRoute *route, List *messages)
+obx_remote_batch(DrainState *st, OutboxRoute *route)
 {
-	List	   *done = NIL;
-	List	   *late = NIL;
-	ListCell   *lc;
-	int64		lease_us = (int64) st->lease_seconds * USECS_PER_SEC;
-	bool		needs_password = obx_route_needs_password(st, route);
-	MemoryContext message_cxt = AllocSetContextCreate(CurrentMemoryContext,
-													  "outbox message",
-													  ALLOCSET_DEFAULT_SIZES);
+	RemoteBatch *batch = obx_remote_claim(st, route, CurrentMemoryContext);
+	RemoteCall *call;
 
-	/*
-	 * A remote server keeps what it is sent, so nothing may leave before
-	 * the transactions that appended it are safe on disk: a producer that
-	 * commits with synchronous_commit = off may not be yet, and a crash
-	 * would leave the remote side with an event for work that never
-	 * happened.  Their commit records precede this point of the WAL.  (The
-	 * worker has flushed past them already, by committing its claim;
-	 * drain_once has not.  A NOTIFY route needs none of this: the
-	 * notification leaves after the commit of the claim, whose flush covers
-	 * them, unless that session itself commits asynchronously.)
-	 */
-	XLogFlush(GetXLogInsertRecPtr());
-
-	foreach(lc, messages)
-	{
-		ClaimedMessage *m = (ClaimedMessage *) lfirst(lc);
-		TimestampTz now = GetCurrentTimestamp();
-		TimestampTz deadline = Min(now + lease_us / 2,
-								   m->leased_until - LEASE_MARGIN_US);
-		OutboxError failure;
-		MemoryContext old;
-		char	   *envelope;
-		char	   *error;
-		bool		ok;
-
-		CHECK_FOR_INTERRUPTS();
-
-		if (deadline <= now)
-		{
-			late = lappend(late, &m->id);
-			continue;
-		}
-
-		/* one message's payload, envelope and error at a time */
-		old = MemoryContextSwitchTo(message_cxt);
-		envelope = EnvelopeText(&m->id, m->event_type, m->created_at,
-								m->payload, OUTBOX_REMOTE_MAX_BYTES, &failure);
-		ok = envelope != NULL &&
-			RemoteDeliver(route->server, st->role, needs_password,
-						  route->command, envelope, route->topic, deadline,
-						  &failure);
-		if (!ok)
-		{
-			error = OutboxErrorText(&failure);
-			if (StoreFail(&m->id, st->owner, ClipErrorText(error, strlen(error)),
-						  GetCurrentTimestamp()))
-				st->failed++;
-		}
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(message_cxt);
-
-		if (ok)
-			done = lappend(done, &m->id);
-	}
-	MemoryContextDelete(message_cxt);
-
-	if (done != NIL)
-		st->delivered += StoreCompleteMany(DatumGetArrayTypeP(obx_uuid_array(done)),
-										   st->owner, GetCurrentTimestamp());
-	if (late != NIL)
-		StoreRelease(DatumGetArrayTypeP(obx_uuid_array(late)), st->owner);
+	if (batch == NULL)
+		return;
+	while ((call = RemoteBatchNext(batch)) != NULL)
+		RemoteCallWait(call);
+	RemoteBatchFinish(batch, &st->delivered, &st->failed);
 }
 
 /*
  * outbox.drain_once(topic) returns integer
  *
  * One round of delivery in the caller's transaction: a batch of the topic,
- * or of each routed topic when NULL.  Runs as its caller, whose user
- * mappings serve remote routes; the outbox tables are used as their owner.
+ * or of each routed topic when NULL.  A remote route is delivered with its
+ * creator's user mapping, whoever calls; the outbox tables are used as
+ * their owner.
  */
 Datum
 outbox_drain_once(PG_FUNCTION_ARGS)
@@ -296,22 +238,18 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 	SavedIdentity save;
 	List	   *routes;
 	ListCell   *lc;
-	char		owner[64];
-
-	snprintf(owner, sizeof(owner), "drain_once %d", MyProcPid);
-	obx_init_state(&st, caller, owner);
+	obx_init_state(&st, caller, obx_lease_owner("drain_once"));
 
 	IdentityBecomeExtensionOwner(&save);
 	routes = StoreRouteList(topic);
 	foreach(lc, routes)
 	{
 		OutboxRoute *route = (OutboxRoute *) lfirst(lc);
-		List	   *messages = NIL;
 
-		if (!route->remote)
+		if (route->remote)
+			obx_remote_batch(&st, route);
+		else
 			obx_notify_batch(&st, route, st.batch_size);
-		else if (obx_claim(&st, route, &messages) > 0)
-			obx_deliver_batch(&st, route, messages);
 	}
 	IdentityRestore(&save);
 
@@ -329,24 +267,24 @@ obx_begin(const char *activity)
 }
 
 /*
- * Start a transaction of the worker's round and take the tables' locks
- * without waiting; on false the transaction is already over (the tables
- * are gone or locked, and the round gives up).
+ * Start a transaction of the worker and take the tables' locks without
+ * waiting, in memory context cxt; on false the transaction is already over
+ * (the tables are gone or locked, and the caller gives up for now).
  */
-static bool
-obx_begin_locked(const char *activity, MemoryContext cxt)
+bool
+DrainBeginLocked(const char *activity, MemoryContext cxt)
 {
 	obx_begin(activity);
 	MemoryContextSwitchTo(cxt);
 	if (IdentityTryLockTables())
 		return true;
-	obx_commit();
+	DrainCommit();
 	return false;
 }
 
-/* Commit a transaction of the worker's round. */
-static void
-obx_commit(void)
+/* Commit a transaction of the worker. */
+void
+DrainCommit(void)
 {
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -354,13 +292,43 @@ obx_commit(void)
 }
 
 /*
+ * Launch a batch of a remote route: claim it, and leave it in flight
+ * (outbox_drain_wait.c), where its calls start once this claim has
+ * committed.
+ */
+static void
+obx_remote_launch(DrainState *st, OutboxRoute *route)
+{
+	RemoteBatch *batch = obx_remote_claim(st, route, DrainFlightContext());
+
+	if (batch != NULL)
+		DrainFly(batch);
+}
+
+/*
+ * When something of the route next becomes due: a message, but not while
+ * its breaker has the route paused.  DT_NOEND: nothing pending.
+ */
+static TimestampTz
+obx_next_due(OutboxRoute *route, TimestampTz now)
+{
+	TimestampTz next = StoreNextDue(cstring_to_text(route->topic), now);
+
+	if (route->remote && next != DT_NOEND && RemoteRoutePaused(route, now))
+		next = Max(next, route->paused_until);
+	return next;
+}
+
+/*
  * One round of the background worker over every routed topic of this
- * database: batches are taken from each topic in turn while some topic
- * still fills whole batches.  Called outside a transaction; each claim and
- * each delivery commits in a transaction of its own.  Returns false when
- * the round could not run (the extension's tables are missing or locked);
- * otherwise sets *next_wake to when something next becomes due (DT_NOEND:
- * nothing pending), and *delivered and *failed to the round's outcomes.
+ * database: NOTIFY batches are taken from each topic in turn while some
+ * topic still fills whole batches, and a batch of each remote route is
+ * launched unless one is in flight.  Called outside a transaction; each
+ * batch commits in a transaction of its own.  Returns false when the round
+ * could not run (the extension's tables are missing or locked); otherwise
+ * sets *next_wake to when something next becomes due (DT_NOEND: nothing
+ * pending), and *delivered and *failed to the outcomes recorded since the
+ * last round.
  */
 bool
 DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
@@ -374,9 +342,9 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	List	   *routes;
 	ListCell   *lc;
 	int		   *sizes;			/* the next NOTIFY batch of each route */
-	bool		more;
+	bool		more;			/* a NOTIFY route filled its batch */
+	bool		first = true;	/* the first pass over the routes */
 	bool		ran = false;
-	char		owner[64];
 
 	*next_wake = DT_NOEND;
 	*delivered = 0;
@@ -387,16 +355,16 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 									  ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(round_cxt);
 
-	snprintf(owner, sizeof(owner), "krizaka_outbox worker %d", MyProcPid);
 	memset(&st, 0, sizeof(st));
 
-	if (!obx_begin_locked("loading routes", round_cxt))
+	if (!DrainBeginLocked("loading routes", round_cxt))
 		goto done;
-	obx_init_state(&st, delivering_role, owner);	/* reads the catalogs */
+	obx_init_state(&st, delivering_role,
+				   obx_lease_owner("krizaka_outbox worker"));	/* reads the catalogs */
 	IdentityBecomeExtensionOwner(&save);
 	routes = StoreRouteList(NULL);
 	IdentityRestore(&save);
-	obx_commit();
+	DrainCommit();
 	sizes = palloc(sizeof(int) * Max(list_length(routes), 1));
 	for (int i = 0; i < list_length(routes); i++)
 		sizes[i] = st.batch_size;
@@ -408,47 +376,36 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 		{
 			OutboxRoute *route = (OutboxRoute *) lfirst(lc);
 			int		   *size = &sizes[foreach_current_index(lc)];
-			List	   *messages = NIL;
-			int			claimed;
 
 			CHECK_FOR_INTERRUPTS();
 
+			/* a remote route: once a round, and not while a batch flies */
+			if (route->remote && (!first || DrainFlying(route->topic)))
+				continue;
+
 			MemoryContextReset(batch_cxt);
-			if (!obx_begin_locked(route->remote ? "claiming" : "delivering to a channel",
+			if (!DrainBeginLocked(route->remote ? "claiming" : "delivering to a channel",
 								  batch_cxt))
 				goto done;
 			IdentityBecomeExtensionOwner(&save);
 			if (route->remote)
-				claimed = obx_claim(&st, route, &messages);
+				obx_remote_launch(&st, route);
 			else
-			{
 				obx_notify_batch(&st, route, *size);
-				claimed = st.claimed;
-			}
 			IdentityRestore(&save);
-			obx_commit();
+			DrainCommit();
 
-			if (claimed >= (route->remote ? st.batch_size : *size))
+			if (!route->remote && st.claimed >= *size)
 			{
 				more = true;
-				if (!route->remote)
-					*size = Min(*size * 2, Max(NOTIFY_BATCH_MAX, st.batch_size));
+				*size = Min(*size * 2, Max(NOTIFY_BATCH_MAX, st.batch_size));
 			}
-			if (!route->remote || claimed == 0)
-				continue;
-
-			/* a remote batch: the claim committed on its own, see above */
-			if (!obx_begin_locked("delivering to a remote server", batch_cxt))
-				goto done;
-			IdentityBecomeExtensionOwner(&save);
-			obx_deliver_batch(&st, route, messages);
-			IdentityRestore(&save);
-			obx_commit();
 		}
+		first = false;
 	} while (more);
 
-	/* when to look again */
-	if (obx_begin_locked("computing next due time", round_cxt))
+	/* when to look again; a route in flight says so when its batch ends */
+	if (DrainBeginLocked("computing next due time", round_cxt))
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
@@ -456,18 +413,22 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 		foreach(lc, routes)
 		{
 			OutboxRoute *route = (OutboxRoute *) lfirst(lc);
-			TimestampTz next = StoreNextDue(cstring_to_text(route->topic), now);
+			TimestampTz next;
 
+			if (route->remote && DrainFlying(route->topic))
+				continue;
+			next = obx_next_due(route, now);
 			if (next < *next_wake)
 				*next_wake = next;
 		}
 		IdentityRestore(&save);
-		obx_commit();
+		DrainCommit();
 		ran = true;
 	}
 
 done:
 	pgstat_report_activity(STATE_IDLE, NULL);
+	DrainFlightCounts(&st.delivered, &st.failed);
 	*delivered = st.delivered;
 	*failed = st.failed;
 

@@ -27,6 +27,8 @@ int			outbox_max_attempts = 8;
 int			outbox_backoff_seconds = 30;
 int			outbox_backoff_max_seconds = 3600;
 int			outbox_retention_days = 7;
+int			outbox_remote_timeout_ms = 10000;
+int			outbox_remote_pause_after = 3;
 
 char	   *outbox_worker_databases = NULL;
 char	   *outbox_worker_role = NULL;
@@ -90,6 +92,23 @@ OutboxGucInit(void)
 							NULL,
 							&outbox_retention_days,
 							7, 1, 3650,
+							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+
+	/* no GUC_UNIT_MS, as for outbox.worker_naptime_ms below */
+	DefineCustomIntVariable("outbox.remote_timeout_ms",
+							"Longest time in milliseconds a remote route's call may take, connecting included.",
+							"A call never gets more than half a lease either.",
+							&outbox_remote_timeout_ms,
+							10000, 10, OUTBOX_LEASE_SECONDS_MAX * 1000 / 2,
+							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.remote_pause_after",
+							"Number of timeouts or connection failures in a row after which a remote route is paused.",
+							"The pause lasts outbox.backoff_seconds, doubling with each further one up to outbox.backoff_max_seconds.",
+							&outbox_remote_pause_after,
+							3, 1, 1000,
 							PGC_USERSET, 0,
 							NULL, NULL, NULL);
 

@@ -25,6 +25,8 @@ extern int	outbox_max_attempts;
 extern int	outbox_backoff_seconds;
 extern int	outbox_backoff_max_seconds;
 extern int	outbox_retention_days;
+extern int	outbox_remote_timeout_ms;
+extern int	outbox_remote_pause_after;
 
 #define OUTBOX_BATCH_SIZE_MIN		1
 #define OUTBOX_BATCH_SIZE_MAX		500

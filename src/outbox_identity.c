@@ -5,9 +5,9 @@
  *		the extension owner's identity and back, and taking the tables'
  *		locks without waiting.
  *
- * Delivery and route_remote act as their caller for some things (the
- * caller's user mapping opens a remote connection, the caller's rights on
- * a foreign server are checked) and as the owner of the outbox tables for
+ * route_remote acts as its caller for some things (the caller's rights on
+ * a foreign server and its user mapping are checked), delivery as the
+ * route's creator for the remote connection, and both as the owner of the outbox tables for
  * the tables themselves, which only that owner may write.  The switch is
  * the one of SECURITY DEFINER functions (SECURITY_LOCAL_USERID_CHANGE),
  * and transaction abort undoes it.  Delivery also never waits for the

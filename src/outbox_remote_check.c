@@ -10,7 +10,7 @@
  * once, with the core parser and scanner, when the route is made.
  *
  * The server is checked twice: when the route is made, as its creator
- * (raising an error), and at each delivery, as the delivering role
+ * (raising an error), and at each delivery, again as its creator
  * (returning the same condition for outbox.fail, since the server, its
  * wrapper, the grants and the user mappings can change in between).  Both
  * go through the same functions, so a condition reads the same either way.
@@ -20,7 +20,8 @@
  * Glossary:
  *	creator		the role that makes the route (outbox.routes.created_by)
  *	delivering role	the role whose user mapping a delivery uses: the
- *				worker's role, or the caller of drain_once
+ *				route's creator, never the worker's role or the caller
+ *				of drain_once
  *	destination	a route's server resolved for the delivering role
  *				(RemoteDestination)
  *
@@ -45,7 +46,7 @@
 #include "outbox_remote_int.h"
 
 static List *obx_parse_command(const char *command);
-static void obx_scan_params(const char *command, int *bad_param,
+static void obx_scan_params(const char *command, char **bad_param,
 							bool *uses_first);
 static bool obx_statement_accepted(Node *stmt);
 static ForeignServer *obx_usable_server(const char *server_name, Oid roleid,
@@ -68,7 +69,7 @@ RemoteCheckCommand(const char *command)
 {
 	List	   *stmts;
 	RawStmt    *raw;
-	int			bad_param;
+	char	   *bad_param;
 	bool		uses_first;
 
 	stmts = obx_parse_command(command);
@@ -105,10 +106,10 @@ RemoteCheckCommand(const char *command)
 	}
 
 	obx_scan_params(command, &bad_param, &uses_first);
-	if (bad_param >= 0)
+	if (bad_param != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("remote command uses parameter $%d", bad_param),
+				 errmsg("remote command uses parameter $%s", bad_param),
 				 errdetail("Only $1 (the envelope, jsonb) and $2 (the topic, text) are passed.")));
 	if (!uses_first)
 		ereport(ERROR,
@@ -177,7 +178,7 @@ obx_parse_command(const char *command)
  * The text has already been parsed, so the scanner cannot fail.
  */
 static void
-obx_scan_params(const char *command, int *bad_param, bool *uses_first)
+obx_scan_params(const char *command, char **bad_param, bool *uses_first)
 {
 	core_yyscan_t scanner;
 	core_yy_extra_type yyextra;
@@ -185,18 +186,37 @@ obx_scan_params(const char *command, int *bad_param, bool *uses_first)
 	YYLTYPE		yylloc;
 	int			token;
 
-	*bad_param = -1;
+	*bad_param = NULL;
 	*uses_first = false;
 
 	scanner = scanner_init(command, &yyextra, &ScanKeywords, ScanKeywordTokens);
 	while ((token = core_yylex(&yylval, &yylloc, scanner)) != 0)
 	{
+		const char *digits;
+		size_t		ndigits;
+		int			number = 0;
+
 		if (token != PARAM)
 			continue;
-		if (yylval.ival == 1)
+
+		/*
+		 * Read the number from the text: the scanner's value wraps around
+		 * beyond the range of int ($4294967297 would read as $1).  Leading
+		 * zeros count for nothing, as in the server.
+		 */
+		digits = command + yylloc + 1;
+		ndigits = strspn(digits, "0123456789");
+		while (ndigits > 1 && digits[0] == '0')
+		{
+			digits++;
+			ndigits--;
+		}
+		if (ndigits <= 2)
+			number = atoi(pnstrdup(digits, ndigits));
+		if (number == 1)
 			*uses_first = true;
-		else if (yylval.ival != 2 && *bad_param < 0)
-			*bad_param = yylval.ival;	/* the first one out of 1..2 */
+		else if (number != 2 && *bad_param == NULL)
+			*bad_param = pnstrdup(digits, ndigits); /* the first one out of 1..2 */
 	}
 	scanner_finish(scanner);
 }

@@ -1,26 +1,42 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_remote_command.c
- *		Delivery of one message to a remote route: run the route's command
- *		on the remote server and read how it ended.
+ *		Delivery of one message to a remote route, as a RemoteCall: run the
+ *		route's command on the remote server and read how it ended, without
+ *		ever blocking.
  *
  * The command runs remotely as one statement in autocommit mode with
  * $1 = the envelope (jsonb) and $2 = the topic (text), sent as typed
- * parameters on the cached connection of the route's server and the
+ * parameters on a cached connection of the route's server and the
  * delivering role.  Only how it ended matters, so its results are read in
  * single-row mode and each is freed at once: a command that returns a
  * million rows holds one of them at a time.
  *
+ * A call is a small state machine: connecting (when no cached connection
+ * can carry it), running (the command sent, its results awaited), and
+ * cancelling (the deadline passed: a cancel request sent, a short grace
+ * for the results).  RemoteCallStart resolves the destination (in a
+ * transaction, for the catalogs) and takes the first steps; then each
+ * RemoteCallStep goes as far as it can with what the socket has, and
+ * RemoteCallSocket says what to wait for next.  The worker waits for many
+ * calls at once and needs no transaction while it does
+ * (outbox_drain_wait.c); a backend waits for its one call with
+ * RemoteCallWait.
+ *
  * Delivery never raises an error for a remote, network or configuration
- * problem: it returns false and the condition (the remote SQLSTATE,
- * message, detail and hint, with a context naming the server), which the
- * caller records with outbox.fail.  Only interrupts (query cancel,
- * terminate) and local resource exhaustion raise errors, and the
- * connection is never leaked on that path.
+ * problem: the call ends with an outcome and the condition (the remote
+ * SQLSTATE, message, detail and hint, with a context naming the server),
+ * which the caller records with outbox.fail.  The outcome also says
+ * whether the server was unreachable (could not connect, lost the
+ * connection, or timed out), which is what pauses a route.  Only
+ * interrupts (query cancel, terminate) and local resource exhaustion raise
+ * errors, and the connection is never leaked on that path.
  *
  * Glossary:
- *	outcome		how running the command ended: committed, failed on a
- *				connection that stays, or failed with the connection lost
+ *	outcome		how a call ended: delivered (the command committed), failed
+ *				(the server said no, or this side refused the call), or
+ *				unreachable
+ *	grace		how long a cancelled command has to end
  *
  *-------------------------------------------------------------------------
  */
@@ -30,6 +46,7 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "outbox.h"
@@ -41,23 +58,24 @@
 /*
  * libpq grows a connection's buffers to its largest message and never
  * shrinks them; a connection that carried a message larger than this is
- * closed after the command, so that an idle worker keeps no such buffer.
+ * closed when its call ends, so that an idle worker keeps no such buffer.
  */
 #define OBX_KEEP_BUFFER_BYTES	(1024 * 1024)
 
-/* how running a command ended */
-typedef enum ObxOutcome
+/* where a call is */
+typedef enum ObxPhase
 {
-	OBX_DONE,					/* the remote command committed */
-	OBX_FAILED,					/* it failed; the connection is still good */
-	OBX_BROKEN					/* it failed; the connection must go */
-} ObxOutcome;
+	OBX_CONNECTING,				/* a connection attempt is under way */
+	OBX_RUNNING,				/* the command is sent; results awaited */
+	OBX_CANCELLING,				/* past the deadline: cancelled, in its grace */
+	OBX_ENDED					/* the outcome is known */
+} ObxPhase;
 
-/* how waiting for a command's results ended */
+/* how collecting a command's results went */
 typedef enum ObxWaitStatus
 {
 	OBX_WAIT_DONE,				/* every result is in */
-	OBX_WAIT_TIMEOUT,			/* the deadline came first */
+	OBX_WAIT_PENDING,			/* more is to come */
 	OBX_WAIT_BROKEN				/* the connection failed */
 } ObxWaitStatus;
 
@@ -66,24 +84,47 @@ typedef struct ObxResults
 {
 	bool		ok;				/* the last result was a success */
 	OutboxError error;			/* the first failure, if any */
-	size_t		largest;		/* bytes of the largest row or error */
+	size_t		largest;		/* bytes of the largest message, either way */
 } ObxResults;
 
-static bool obx_deliver(RemoteDestination *dest, bool require_password,
-						const char *command, const char *envelope,
-						const char *topic, TimestampTz deadline,
-						OutboxError *error);
-static bool obx_deliver_on(RemoteConn *entry, RemoteDestination *dest,
-						   bool require_password, const char *command,
-						   const char *envelope, const char *topic,
-						   TimestampTz start, TimestampTz deadline,
-						   OutboxError *error);
-static ObxOutcome obx_run_command(RemoteConn *entry, const char *servername,
-								  const char *command, const char *envelope,
-								  const char *topic, TimestampTz start,
-								  TimestampTz deadline, OutboxError *error);
-static ObxWaitStatus obx_collect(PGconn *conn, const char *servername,
-								 TimestampTz deadline, ObxResults *results);
+/* one message's delivery: see the header comment */
+struct RemoteCall
+{
+	/* what to deliver, where, and by when */
+	RemoteDestination dest;
+	bool		require_password;
+	const char *command;
+	const char *envelope;
+	const char *topic;
+	TimestampTz start;
+	TimestampTz deadline;
+
+	/* how far it has come */
+	ObxPhase	phase;
+	RemoteConn *entry;			/* held until the call ends */
+	bool		reused;			/* on a cached connection, not yet proven */
+	bool		retried;		/* a second connection was made */
+	bool		flushed;		/* the command has left libpq's buffer */
+	bool		input_failed;	/* reading the socket failed */
+	long		elapsed_ms;		/* when the deadline passed */
+	TimestampTz grace_end;		/* end of the cancelled command's grace */
+	ObxResults	results;
+
+	/* how it ended */
+	RemoteOutcome outcome;
+	OutboxError error;
+};
+
+static void obx_open(RemoteCall *call);
+static void obx_connect(RemoteCall *call);
+static void obx_connecting(RemoteCall *call, int ready);
+static void obx_send(RemoteCall *call);
+static void obx_running(RemoteCall *call, int ready);
+static void obx_timed_out(RemoteCall *call);
+static void obx_finished(RemoteCall *call, ObxWaitStatus status);
+static void obx_broken(RemoteCall *call, bool answered);
+static void obx_end(RemoteCall *call, RemoteOutcome outcome);
+static ObxWaitStatus obx_collect(RemoteCall *call, int ready);
 static bool obx_take_result(PGconn *conn, PGresult *res,
 							const char *servername, ObxResults *results);
 static size_t obx_result_bytes(const PGresult *res);
@@ -98,269 +139,442 @@ static void obx_libpq_message(OutboxError *error, int sqlerrcode,
 							  PGconn *conn, const char *fallback);
 static void obx_command_context(OutboxError *error, const char *servername);
 
-/*
- * Run a route's command on the remote server for one message.
- *
- * Returns true when the remote command committed.  Otherwise returns false
- * with the condition in *error.  Raises an error only for interrupts and
- * local resource exhaustion.  Must be called inside a transaction (it reads
- * the catalogs); the remote command commits on its own.
+/* ---------------------------------------------------------------------
+ * The calls
+ * ---------------------------------------------------------------------
  */
-bool
-RemoteDeliver(const char *server_name, Oid userid, bool require_password,
-			  const char *command, const char *envelope, const char *topic,
-			  TimestampTz deadline, OutboxError *error)
-{
-	RemoteDestination dest;
-	bool		ok;
 
-	OutboxErrorClear(error);
-	RemoteWaitsBegin();
+/*
+ * Start running a route's command on the remote server for one message,
+ * to end by deadline: resolve the server and the role's user mapping,
+ * then send the command on a cached connection or start connecting.  The
+ * call may have ended already (a configuration that forbids it, a server
+ * that refused at once).  Must be called in a transaction (it reads the
+ * catalogs); the strings must live as long as the call, which is
+ * allocated in the current memory context.  Raises an error only for
+ * local resource exhaustion.
+ */
+RemoteCall *
+RemoteCallStart(const char *server_name, Oid userid, bool require_password,
+				const char *command, const char *envelope, const char *topic,
+				TimestampTz deadline)
+{
+	RemoteCall *call = palloc0(sizeof(RemoteCall));
+
+	call->require_password = require_password;
+	call->command = command;
+	call->envelope = envelope;
+	call->topic = topic;
+	call->start = GetCurrentTimestamp();
+	call->deadline = deadline;
+	call->outcome = REMOTE_PENDING;
+	OutboxErrorClear(&call->error);
 
 	/* Connections to a changed (or dropped) server go first. */
 	RemoteCloseInvalidated();
 
-	if (!RemoteResolve(server_name, userid, &dest, error))
-		ok = false;
-	else
-		ok = obx_deliver(&dest, require_password, command, envelope, topic,
-						 deadline, error);
+	if (!RemoteResolve(server_name, userid, &call->dest, &call->error))
+	{
+		obx_end(call, REMOTE_FAILED);
+		return call;
+	}
+	/* the cache entry needs them, and no catalog is at hand after this */
+	call->dest.server_hash =
+		GetSysCacheHashValue1(FOREIGNSERVEROID,
+							  ObjectIdGetDatum(call->dest.serverid));
+	call->dest.mapping_hash =
+		GetSysCacheHashValue1(USERMAPPINGOID,
+							  ObjectIdGetDatum(call->dest.umid));
 
-	/* every failure path sets the condition; be safe */
-	if (!ok && !OutboxErrorIsSet(error))
-		OutboxErrorSet(error, ERRCODE_INTERNAL_ERROR, "remote delivery failed");
-
-	RemoteWaitsEnd();
-	return ok;
-}
-
-/*
- * Deliver through the cached connection of the destination, making sure
- * that an error (interrupt, out of memory) leaves no connection or FD
- * behind: the connection is then cancelled, closed and forgotten, and the
- * error goes on.
- */
-static bool
-obx_deliver(RemoteDestination *dest, bool require_password,
-			const char *command, const char *envelope, const char *topic,
-			TimestampTz deadline, OutboxError *error)
-{
-	TimestampTz start = GetCurrentTimestamp();
-	RemoteConn *volatile entry = NULL;
-	volatile bool ok = false;
-
+	call->entry = RemoteConnTake(&call->dest);
 	PG_TRY();
 	{
-		entry = RemoteConnFor(dest);
-		ok = obx_deliver_on(entry, dest, require_password, command,
-							envelope, topic, start, deadline, error);
+		obx_open(call);
 	}
 	PG_CATCH();
 	{
-		if (entry != NULL)
-			RemoteConnAbandon(entry);
+		RemoteCallAbandon(call);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-
-	return ok;
+	return call;
 }
 
 /*
- * Deliver on the entry's connection, connecting first if there is none or
- * it cannot be reused.
+ * The socket events the call waits for, and the socket in *sock; 0 when it
+ * has ended.  A call whose connection has no socket waits for nothing
+ * more: the next RemoteCallStep ends it.
  */
-static bool
-obx_deliver_on(RemoteConn *entry, RemoteDestination *dest,
-			   bool require_password, const char *command,
-			   const char *envelope, const char *topic, TimestampTz start,
-			   TimestampTz deadline, OutboxError *error)
+int
+RemoteCallSocket(RemoteCall *call, pgsocket *sock)
 {
-	int			attempt;
+	*sock = PGINVALID_SOCKET;
+	if (call->phase == OBX_ENDED)
+		return 0;
+	*sock = PQsocket(call->entry->conn);
+	if (call->phase == OBX_CONNECTING)
+		return RemoteConnEvents(call->entry);
+	return WL_SOCKET_READABLE | (call->flushed ? 0 : WL_SOCKET_WRITEABLE);
+}
 
-	for (attempt = 1;; attempt++)
+/* When the call's current wait runs out: its deadline, or its grace. */
+TimestampTz
+RemoteCallDeadline(RemoteCall *call)
+{
+	return call->phase == OBX_CANCELLING ? call->grace_end : call->deadline;
+}
+
+/*
+ * Take the call as far as it goes without waiting, given the socket events
+ * that are ready (none after a timeout).  Needs no transaction.
+ */
+void
+RemoteCallStep(RemoteCall *call, int ready)
+{
+	switch (call->phase)
 	{
-		bool		reused = false;
-		ObxOutcome	outcome;
-
-		if (entry->conn != NULL)
-		{
-			if (RemoteConnUsable(entry, dest, require_password))
-				reused = true;
-			else
-				RemoteConnClose(entry);
-		}
-		if (entry->conn == NULL &&
-			!RemoteConnOpen(entry, dest, require_password, start, deadline,
-							error))
-			return false;
-
-		outcome = obx_run_command(entry, dest->servername, command,
-								  envelope, topic, start, deadline, error);
-		if (outcome != OBX_BROKEN && entry->oversized)
-			RemoteConnClose(entry);
-		if (outcome == OBX_DONE)
-			return true;
-		if (outcome == OBX_FAILED)
-			return false;
-
-		/*
-		 * A cached connection that turns out to be dead (the remote server
-		 * restarted, or closed the idle session) is no reason to fail the
-		 * message: try once more on a new connection.  The command can only
-		 * have committed if the connection broke between its commit and its
-		 * result, and a second delivery is within the at-least-once promise.
-		 */
-		if (reused && attempt == 1 && PQstatus(entry->conn) == CONNECTION_BAD &&
-			GetCurrentTimestamp() < deadline)
-		{
-			RemoteConnClose(entry);
-			OutboxErrorClear(error);
-			continue;
-		}
-
-		RemoteConnClose(entry);
-		return false;
+		case OBX_CONNECTING:
+			obx_connecting(call, ready);
+			break;
+		case OBX_RUNNING:
+		case OBX_CANCELLING:
+			obx_running(call, ready);
+			break;
+		case OBX_ENDED:
+			break;
 	}
 }
 
 /*
- * Send the command with the envelope and topic as typed parameters and
- * wait for its results until the deadline.  On timeout, cancel it remotely
- * and give it a short grace to end.
+ * Wait for the call to end, on the latch and the call's socket, serving
+ * interrupts: the backend's way, one call at a time.  An error (an
+ * interrupt) abandons the call, cancelling its command, and goes on.
  */
-static ObxOutcome
-obx_run_command(RemoteConn *entry, const char *servername,
-				const char *command, const char *envelope, const char *topic,
-				TimestampTz start, TimestampTz deadline, OutboxError *error)
+void
+RemoteCallWait(RemoteCall *call)
 {
-	PGconn	   *conn = entry->conn;
+	RemoteWaitsBegin();
+	PG_TRY();
+	{
+		while (call->phase != OBX_ENDED)
+		{
+			pgsocket	sock;
+			int			events = RemoteCallSocket(call, &sock);
+
+			RemoteCallStep(call, RemoteWait(call->entry->conn, events,
+											RemoteCallDeadline(call)));
+		}
+	}
+	PG_CATCH();
+	{
+		RemoteCallAbandon(call);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	RemoteWaitsEnd();
+}
+
+/*
+ * How the call ended (REMOTE_PENDING while it runs); *error points to its
+ * condition when it did not deliver.
+ */
+RemoteOutcome
+RemoteCallOutcome(RemoteCall *call, const OutboxError **error)
+{
+	*error = &call->error;
+	return call->outcome;
+}
+
+/*
+ * Give up a call after an error: its command is cancelled and its
+ * connection closed.  Safe on a call that has ended.
+ */
+void
+RemoteCallAbandon(RemoteCall *call)
+{
+	if (call->entry != NULL)
+		RemoteConnAbandon(call->entry);
+	call->entry = NULL;
+	call->phase = OBX_ENDED;
+}
+
+/* ---------------------------------------------------------------------
+ * The steps of a call
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Send the command on the entry's connection when it can carry it, or
+ * start a new connection.
+ */
+static void
+obx_open(RemoteCall *call)
+{
+	RemoteConn *entry = call->entry;
+
+	if (entry->conn != NULL)
+	{
+		if (RemoteConnUsable(entry, &call->dest, call->require_password))
+		{
+			call->reused = true;
+			obx_send(call);
+			return;
+		}
+		RemoteConnClose(entry);
+	}
+	obx_connect(call);
+}
+
+/* Start a new connection for the call; it may end at once. */
+static void
+obx_connect(RemoteCall *call)
+{
+	call->reused = false;
+	if (!RemoteConnBegin(call->entry, &call->dest, call->require_password,
+						 call->start, call->deadline, &call->error))
+	{
+		obx_end(call, REMOTE_FAILED);
+		return;
+	}
+	call->phase = OBX_CONNECTING;
+	obx_connecting(call, 0);
+}
+
+/* A step of connecting; once connected, the command goes. */
+static void
+obx_connecting(RemoteCall *call, int ready)
+{
+	switch (RemoteConnContinue(call->entry, &call->dest, call->require_password,
+							   ready, call->start, call->deadline,
+							   &call->error))
+	{
+		case REMOTE_CONN_PENDING:
+			break;
+		case REMOTE_CONN_READY:
+			obx_send(call);
+			break;
+		case REMOTE_CONN_UNREACHABLE:
+			obx_end(call, REMOTE_UNREACHABLE);
+			break;
+		case REMOTE_CONN_REFUSED:
+			obx_end(call, REMOTE_FAILED);
+			break;
+	}
+}
+
+/* Send the command with the envelope and topic as typed parameters. */
+static void
+obx_send(RemoteCall *call)
+{
+	PGconn	   *conn = call->entry->conn;
 	const Oid	types[2] = {JSONBOID, TEXTOID};
 	const char *values[2];
-	ObxResults	results;
-	ObxWaitStatus status;
 
-	values[0] = envelope;
-	values[1] = topic;
-	results.ok = false;
-	OutboxErrorClear(&results.error);
-	results.largest = strlen(envelope);
+	values[0] = call->envelope;
+	values[1] = call->topic;
+	call->phase = OBX_RUNNING;
+	call->flushed = false;
+	call->input_failed = false;
+	call->results.ok = false;
+	OutboxErrorClear(&call->results.error);
+	call->results.largest = strlen(call->envelope);
 
-	if (GetCurrentTimestamp() >= deadline)
+	if (GetCurrentTimestamp() >= call->deadline)
 	{
-		obx_command_timed_out(error, servername, RemoteElapsedMs(start));
-		return OBX_FAILED;
+		obx_command_timed_out(&call->error, call->dest.servername,
+							  RemoteElapsedMs(call->start));
+		obx_end(call, REMOTE_UNREACHABLE);
+		return;
 	}
 
-	if (!PQsendQueryParams(conn, command, 2, types, values, NULL, NULL, 0))
+	if (!PQsendQueryParams(conn, call->command, 2, types, values, NULL, NULL, 0))
 	{
-		obx_connection_error(conn, servername, error);
-		return OBX_BROKEN;
+		obx_connection_error(conn, call->dest.servername, &call->error);
+		obx_broken(call, false);
+		return;
 	}
-	entry->busy = true;
+	call->entry->busy = true;
 	if (!PQsetSingleRowMode(conn))
 		elog(DEBUG1, "could not set single-row mode on the connection to server \"%s\"",
-			 servername);
+			 call->dest.servername);
+	obx_running(call, 0);
+}
 
-	status = obx_collect(conn, servername, deadline, &results);
-	if (status == OBX_WAIT_TIMEOUT)
+/*
+ * A step of a running (or cancelled) command: read what has arrived, and
+ * end the call when every result is in or its time is up.
+ */
+static void
+obx_running(RemoteCall *call, int ready)
+{
+	ObxWaitStatus status = obx_collect(call, ready);
+
+	if (status != OBX_WAIT_PENDING)
+		obx_finished(call, status);
+	else if (GetCurrentTimestamp() >= RemoteCallDeadline(call))
+		obx_timed_out(call);
+}
+
+/*
+ * The command's deadline (or, once cancelled, its grace) has passed.  If
+ * the command ends before the cancel reaches it, it has committed and the
+ * message is delivered; otherwise the cancel keeps it from committing
+ * later, unseen.  The connection goes either way.
+ */
+static void
+obx_timed_out(RemoteCall *call)
+{
+	if (call->phase == OBX_RUNNING)
 	{
-		long		elapsed = RemoteElapsedMs(start);
-		TimestampTz grace;
-
-		/*
-		 * If the command ends before the cancel reaches it, it has committed
-		 * and the message is delivered; otherwise the cancel keeps it from
-		 * committing later, unseen.  The connection goes either way.
-		 */
-		RemoteCancel(conn, servername, true);
-		grace = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											OBX_CANCEL_WAIT_MS);
-		status = obx_collect(conn, servername, grace, &results);
-		entry->busy = false;
-		entry->oversized = results.largest > OBX_KEEP_BUFFER_BYTES;
-		if (status == OBX_WAIT_DONE && results.ok)
-			return OBX_DONE;
-
-		obx_command_timed_out(error, servername, elapsed);
-		return OBX_BROKEN;
+		call->elapsed_ms = RemoteElapsedMs(call->start);
+		RemoteCancel(call->entry->conn, call->dest.servername, true);
+		call->grace_end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													  OBX_CANCEL_WAIT_MS);
+		call->phase = OBX_CANCELLING;
+		return;
 	}
-	entry->busy = false;
-	entry->oversized = results.largest > OBX_KEEP_BUFFER_BYTES;
+
+	call->entry->busy = false;
+	obx_command_timed_out(&call->error, call->dest.servername,
+						  call->elapsed_ms);
+	RemoteConnClose(call->entry);
+	obx_end(call, REMOTE_UNREACHABLE);
+}
+
+/* Every result of the command is in, or the connection broke. */
+static void
+obx_finished(RemoteCall *call, ObxWaitStatus status)
+{
+	PGconn	   *conn = call->entry->conn;
+
+	call->entry->busy = false;
+	if (call->phase == OBX_CANCELLING)
+	{
+		bool		ok = (status == OBX_WAIT_DONE && call->results.ok);
+
+		if (!ok)
+			obx_command_timed_out(&call->error, call->dest.servername,
+								  call->elapsed_ms);
+		RemoteConnClose(call->entry);
+		obx_end(call, ok ? REMOTE_DELIVERED : REMOTE_UNREACHABLE);
+		return;
+	}
 
 	if (status == OBX_WAIT_BROKEN)
 	{
-		if (OutboxErrorIsSet(&results.error))
-			*error = results.error;
-		else
-			obx_connection_error(conn, servername, error);
-		return OBX_BROKEN;
-	}
-	if (results.ok)
-		return OBX_DONE;
+		bool		answered = OutboxErrorIsSet(&call->results.error);
 
-	if (OutboxErrorIsSet(&results.error))
-		*error = results.error;
+		if (answered)
+			call->error = call->results.error;
+		else
+			obx_connection_error(conn, call->dest.servername, &call->error);
+		obx_broken(call, answered);
+		return;
+	}
+	if (call->results.ok)
+	{
+		obx_end(call, REMOTE_DELIVERED);
+		return;
+	}
+
+	if (OutboxErrorIsSet(&call->results.error))
+		call->error = call->results.error;
 	else
 	{
-		OutboxErrorSet(error, ERRCODE_PROTOCOL_VIOLATION,
+		OutboxErrorSet(&call->error, ERRCODE_PROTOCOL_VIOLATION,
 					   "remote command returned no result");
-		obx_command_context(error, servername);
+		obx_command_context(&call->error, call->dest.servername);
 	}
-	if (PQstatus(conn) == CONNECTION_OK &&
-		PQtransactionStatus(conn) == PQTRANS_IDLE)
-		return OBX_FAILED;
-	return OBX_BROKEN;
+	if (PQstatus(conn) != CONNECTION_OK ||
+		PQtransactionStatus(conn) != PQTRANS_IDLE)
+		RemoteConnClose(call->entry);
+	obx_end(call, REMOTE_FAILED);
 }
 
 /*
- * Flush the command and collect its results until libpq has no more, the
- * deadline passes or the connection fails.  The connection is nonblocking:
- * every wait is on the socket and the latch, so interrupts are served.
+ * The connection cannot go on; answered says whether the server answered
+ * the command first (it started a COPY, say).  A cached connection that
+ * turns out to be dead (the remote server restarted, or closed the idle
+ * session) is no reason to fail the message: it is tried once more on a
+ * new connection.  The command can only have committed if the connection
+ * broke between its commit and its result, and a second delivery is within
+ * the at-least-once promise.
+ */
+static void
+obx_broken(RemoteCall *call, bool answered)
+{
+	RemoteConn *entry = call->entry;
+
+	if (call->reused && !call->retried &&
+		PQstatus(entry->conn) == CONNECTION_BAD &&
+		GetCurrentTimestamp() < call->deadline)
+	{
+		RemoteConnClose(entry);
+		OutboxErrorClear(&call->error);
+		call->retried = true;
+		obx_connect(call);
+		return;
+	}
+
+	RemoteConnClose(entry);
+	obx_end(call, answered ? REMOTE_FAILED : REMOTE_UNREACHABLE);
+}
+
+/* The call has its outcome: give its connection back to the cache. */
+static void
+obx_end(RemoteCall *call, RemoteOutcome outcome)
+{
+	/* every failure path sets the condition; be safe */
+	if (outcome != REMOTE_DELIVERED && !OutboxErrorIsSet(&call->error))
+		OutboxErrorSet(&call->error, ERRCODE_INTERNAL_ERROR,
+					   "remote delivery failed");
+
+	if (call->entry != NULL)
+	{
+		call->entry->busy = false;
+		if (call->results.largest > OBX_KEEP_BUFFER_BYTES)
+			RemoteConnClose(call->entry);
+		RemoteConnRelease(call->entry);
+	}
+	call->entry = NULL;
+	call->phase = OBX_ENDED;
+	call->outcome = outcome;
+}
+
+/*
+ * Read what has arrived for the command, without waiting: flush what is
+ * left of it, take in the input when the socket is readable, and note each
+ * complete result.  The connection is nonblocking.
  */
 static ObxWaitStatus
-obx_collect(PGconn *conn, const char *servername, TimestampTz deadline,
-			ObxResults *results)
+obx_collect(RemoteCall *call, int ready)
 {
-	bool		flushed = false;
-	bool		input_failed = false;
+	PGconn	   *conn = call->entry->conn;
 
-	for (;;)
+	if (!call->flushed)
 	{
-		int			events = WL_SOCKET_READABLE;
-		int			rc;
+		int			pending = PQflush(conn);
 
-		if (!flushed)
-		{
-			int			pending = PQflush(conn);
-
-			if (pending < 0)
-				return OBX_WAIT_BROKEN;
-			if (pending == 0)
-				flushed = true;
-			else
-				events |= WL_SOCKET_WRITEABLE;
-		}
-
-		while (!PQisBusy(conn))
-		{
-			PGresult   *res = PQgetResult(conn);
-
-			if (res == NULL)
-				return OBX_WAIT_DONE;
-			if (!obx_take_result(conn, res, servername, results))
-				return OBX_WAIT_BROKEN;
-		}
-
-		if (input_failed || PQstatus(conn) == CONNECTION_BAD)
+		if (pending < 0)
 			return OBX_WAIT_BROKEN;
-		if (GetCurrentTimestamp() >= deadline)
-			return OBX_WAIT_TIMEOUT;
-
-		rc = RemoteWait(conn, events, deadline);
-		if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(conn))
-			input_failed = true;	/* collect what libpq made of it first */
+		call->flushed = (pending == 0);
 	}
+	if ((ready & WL_SOCKET_READABLE) && !PQconsumeInput(conn))
+		call->input_failed = true;	/* collect what libpq made of it first */
+
+	while (!PQisBusy(conn))
+	{
+		PGresult   *res = PQgetResult(conn);
+
+		if (res == NULL)
+			return OBX_WAIT_DONE;
+		if (!obx_take_result(conn, res, call->dest.servername, &call->results))
+			return OBX_WAIT_BROKEN;
+	}
+
+	if (call->input_failed || PQstatus(conn) == CONNECTION_BAD)
+		return OBX_WAIT_BROKEN;
+	return OBX_WAIT_PENDING;
 }
 
 /*
@@ -463,7 +677,8 @@ obx_command_timed_out(OutboxError *error, const char *servername,
  * The condition of a failed remote command: the remote SQLSTATE and
  * primary message, its detail and hint, and a context naming the server
  * (after the remote context, if any).  Without a SQLSTATE the failure was
- * the connection's.  The remote texts are kept as they are.
+ * the connection's.  The remote texts are kept as they are, up to what
+ * last_error keeps of each.
  */
 static void
 obx_remote_error(PGconn *conn, const PGresult *res, const char *servername,

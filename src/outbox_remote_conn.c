@@ -2,8 +2,8 @@
  *
  * outbox_remote_conn.c
  *		Connections to remote servers: their libpq options, the cache of
- *		one connection per (server, delivering role), connecting and
- *		waiting by a deadline, cancelling, and closing.
+ *		connections per (server, delivering role), connecting without
+ *		blocking, waiting by a deadline, cancelling, and closing.
  *
  * The server gives the connection options and the user mapping of the
  * delivering role the credentials; nothing about the connection is stored
@@ -11,16 +11,21 @@
  * backend, dropped after a failure, and invalidated when the server or the
  * user mapping changes (only marked by the syscache callback; the next
  * delivery reconnects).  Each connection holds one external FD in fd.c's
- * budget.
+ * budget, and carries one call at a time: the worker's calls of different
+ * routes to one server each take a connection of their own.
  *
- * All waiting goes through the latch with our own deadline (PQconnectPoll
- * ignores connect_timeout), so query cancel and terminate are served while
- * the remote side hangs.  A wait may consume a latch set meanwhile for
- * another reason; RemoteWaitsEnd sets it again.
+ * Connecting never blocks (but for a host name lookup): RemoteConnBegin
+ * starts it, RemoteConnContinue takes it a step further each time the
+ * socket is ready, until it is made or its deadline passes (PQconnectPoll
+ * ignores connect_timeout).  The worker waits for many connections at once
+ * (outbox_drain_wait.c); a backend waits for its one through RemoteWait,
+ * on the latch, so that query cancel and terminate are served while the
+ * remote side hangs.  A wait may consume a latch set meanwhile for another
+ * reason; RemoteWaitsEnd sets it again.
  *
  * Glossary:
- *	entry		a RemoteConn: the cache's slot for one (server, role), with
- *				or without a live connection
+ *	entry		a RemoteConn: the cache's slot for one (server, role, slot
+ *				number), with or without a live connection
  *	deadline	the instant by which a delivery must have returned; it covers
  *				connecting, sending and waiting for the result
  *
@@ -56,6 +61,10 @@ static void obx_add_option(RemoteOptions *options, const char *keyword,
 						   const char *value);
 static void obx_cache_init(void);
 static bool obx_scan_begin(HASH_SEQ_STATUS *scan);
+static RemoteConnProgress obx_connect_established(RemoteConn *entry,
+												  RemoteDestination *dest,
+												  bool require_password,
+												  OutboxError *error);
 static void obx_connect_timed_out(OutboxError *error, const char *servername,
 								  TimestampTz start);
 static void obx_connect_failed(OutboxError *error, const char *servername,
@@ -126,13 +135,14 @@ RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
 				   RemoteOptions *options)
 {
 	List	   *lists[2];
+	const char *startup = NULL; /* the "options" of the server or mapping */
 	bool		have_appname = false;
 	int			n;
 	int			i;
 
 	lists[0] = server->options;
 	lists[1] = mapping != NULL ? mapping->options : NIL;
-	n = list_length(lists[0]) + list_length(lists[1]) + 3;
+	n = list_length(lists[0]) + list_length(lists[1]) + 4;
 
 	options->keywords = palloc((n + 1) * sizeof(char *));
 	options->values = palloc((n + 1) * sizeof(char *));
@@ -157,6 +167,11 @@ RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
 				options->has_password = true;
 			if (strcmp(def->defname, "application_name") == 0)
 				have_appname = true;
+			if (strcmp(def->defname, "options") == 0)
+			{
+				startup = value;	/* the mapping's wins, as in libpq */
+				continue;
+			}
 			obx_add_option(options, def->defname, value);
 		}
 	}
@@ -174,6 +189,22 @@ RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
 			break;
 		}
 	}
+	if (startup != NULL && options->unsafe_option == NULL &&
+		!ObxProxyOptionAllowed("options"))
+		options->unsafe_option = "options";
+
+	/*
+	 * Pin the remote session's search_path, as postgres_fdw does: the
+	 * route's command runs with pg_catalog only, whatever the remote role's
+	 * or database's settings say, so no object of a schema someone else can
+	 * write there is picked up by an unqualified name.  Commands name their
+	 * tables with their schema.  Set last, after the server's and the
+	 * mapping's own startup options, so that it wins.
+	 */
+	obx_add_option(options, "options",
+				   psprintf("%s%s-c search_path=pg_catalog",
+							startup != NULL ? startup : "",
+							startup != NULL ? " " : ""));
 }
 
 /* ---------------------------------------------------------------------
@@ -220,9 +251,13 @@ obx_cache_init(void)
 	ObxConnections = connections;
 }
 
-/* The cache entry of the destination's server and role, created if new. */
+/*
+ * Take a cache entry of the destination's server and role that no other
+ * call holds: the first free slot, created if new.  Give it back with
+ * RemoteConnRelease.
+ */
 RemoteConn *
-RemoteConnFor(RemoteDestination *dest)
+RemoteConnTake(RemoteDestination *dest)
 {
 	RemoteConnKey key;
 	RemoteConn *entry;
@@ -234,20 +269,34 @@ RemoteConnFor(RemoteDestination *dest)
 	key.serverid = dest->serverid;
 	key.userid = dest->userid;
 
-	entry = hash_search(ObxConnections, &key, HASH_ENTER, &found);
-	if (!found)
+	/* as many slots as calls in flight: ends at the first free one */
+	for (key.slot = 0;; key.slot++)
 	{
-		entry->conn = NULL;
-		entry->umid = InvalidOid;
-		entry->server_hash = 0;
-		entry->mapping_hash = 0;
-		entry->invalidated = false;
-		entry->used_password = false;
-		entry->busy = false;
-		entry->oversized = false;
-		namestrcpy(&entry->servername, dest->servername);
+		entry = hash_search(ObxConnections, &key, HASH_ENTER, &found);
+		if (!found)
+		{
+			entry->conn = NULL;
+			entry->umid = InvalidOid;
+			entry->server_hash = 0;
+			entry->mapping_hash = 0;
+			entry->invalidated = false;
+			entry->used_password = false;
+			entry->in_use = false;
+			entry->busy = false;
+			namestrcpy(&entry->servername, dest->servername);
+		}
+		if (!entry->in_use)
+			break;
 	}
+	entry->in_use = true;
 	return entry;
+}
+
+/* Give back an entry taken by RemoteConnTake, with its connection if any. */
+void
+RemoteConnRelease(RemoteConn *entry)
+{
+	entry->in_use = false;
 }
 
 /*
@@ -284,7 +333,10 @@ obx_scan_begin(HASH_SEQ_STATUS *scan)
 	return true;
 }
 
-/* Close the connections whose server or user mapping changed. */
+/*
+ * Close the connections whose server or user mapping changed, but for
+ * those a call holds: it reconnects when it takes the entry again.
+ */
 void
 RemoteCloseInvalidated(void)
 {
@@ -295,7 +347,7 @@ RemoteCloseInvalidated(void)
 		return;
 	while ((entry = (RemoteConn *) hash_seq_search(&scan)) != NULL)
 	{
-		if (entry->conn != NULL && entry->invalidated && !entry->busy)
+		if (entry->conn != NULL && entry->invalidated && !entry->in_use)
 			RemoteConnClose(entry);
 	}
 }
@@ -370,17 +422,18 @@ obx_close_all(int code, Datum arg)
  */
 
 /*
- * Connect the entry to its server without blocking, by the deadline.
- * For a non-superuser's route (require_password) the options must carry a
- * password and the server must have asked for it, the rule dblink applies.
- * Returns false with the condition in *error.
+ * Start connecting the entry to its server; RemoteConnContinue goes on
+ * when the socket is ready.  For a non-superuser's route
+ * (require_password) the options must carry a password.  Returns false
+ * with the condition in *error when no attempt could be started (this
+ * side refused it, or has no file descriptor or memory left); the server
+ * has not been asked then.
  */
 bool
-RemoteConnOpen(RemoteConn *entry, RemoteDestination *dest,
-			   bool require_password, TimestampTz start, TimestampTz deadline,
-			   OutboxError *error)
+RemoteConnBegin(RemoteConn *entry, RemoteDestination *dest,
+				bool require_password, TimestampTz start, TimestampTz deadline,
+				OutboxError *error)
 {
-	PostgresPollingStatusType status;
 	PGconn	   *conn;
 
 	if (!RemoteCheckOptions(&dest->options, require_password, error))
@@ -418,47 +471,71 @@ RemoteConnOpen(RemoteConn *entry, RemoteDestination *dest,
 	/* From here on RemoteConnClose releases the connection and its FD. */
 	entry->conn = conn;
 	entry->umid = dest->umid;
-	entry->server_hash = GetSysCacheHashValue1(FOREIGNSERVEROID,
-											   ObjectIdGetDatum(dest->serverid));
-	entry->mapping_hash = GetSysCacheHashValue1(USERMAPPINGOID,
-												ObjectIdGetDatum(dest->umid));
+	entry->server_hash = dest->server_hash;
+	entry->mapping_hash = dest->mapping_hash;
 	entry->invalidated = false;
 	entry->used_password = false;
 	entry->busy = false;
-	entry->oversized = false;
 	namestrcpy(&entry->servername, dest->servername);
 	PQsetNoticeReceiver(conn, obx_notice_receiver, entry);
 
 	/* Per PQconnectPoll's contract, first wait until the socket is writable. */
-	status = PQstatus(conn) == CONNECTION_BAD ?
+	entry->poll = PQstatus(conn) == CONNECTION_BAD ?
 		PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
-	while (status != PGRES_POLLING_OK && status != PGRES_POLLING_FAILED)
+	return true;
+}
+
+/* The socket events a connection attempt waits for. */
+int
+RemoteConnEvents(RemoteConn *entry)
+{
+	return entry->poll == PGRES_POLLING_READING ?
+		WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+}
+
+/*
+ * Take the entry's connection attempt one step further, given the socket
+ * events that are ready (none: only look at the deadline).  A failed or
+ * timed-out attempt is closed and its condition set in *error.
+ */
+RemoteConnProgress
+RemoteConnContinue(RemoteConn *entry, RemoteDestination *dest,
+				   bool require_password, int ready, TimestampTz start,
+				   TimestampTz deadline, OutboxError *error)
+{
+	/* without a socket libpq has given up; let it say so */
+	if (entry->poll != PGRES_POLLING_FAILED &&
+		((ready & RemoteConnEvents(entry)) != 0 ||
+		 PQsocket(entry->conn) == PGINVALID_SOCKET))
+		entry->poll = PQconnectPoll(entry->conn);
+
+	if (entry->poll == PGRES_POLLING_OK)
+		return obx_connect_established(entry, dest, require_password, error);
+	if (entry->poll == PGRES_POLLING_FAILED)
 	{
-		int			events;
-		int			rc;
-
-		if (GetCurrentTimestamp() >= deadline)
-		{
-			obx_connect_timed_out(error, dest->servername, start);
-			RemoteConnClose(entry);
-			return false;
-		}
-
-		events = status == PGRES_POLLING_READING ?
-			WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
-		rc = RemoteWait(conn, events, deadline);
-		if (rc & events)
-			status = PQconnectPoll(conn);
-	}
-
-	if (status == PGRES_POLLING_FAILED)
-	{
-		obx_connect_failed(error, dest->servername, conn);
+		obx_connect_failed(error, dest->servername, entry->conn);
 		RemoteConnClose(entry);
-		return false;
+		return REMOTE_CONN_UNREACHABLE;
 	}
+	if (GetCurrentTimestamp() >= deadline)
+	{
+		obx_connect_timed_out(error, dest->servername, start);
+		RemoteConnClose(entry);
+		return REMOTE_CONN_UNREACHABLE;
+	}
+	return REMOTE_CONN_PENDING;
+}
 
-	entry->used_password = PQconnectionUsedPassword(conn);
+/*
+ * A connection just made: for a non-superuser's route the server must have
+ * asked for the password, the rule dblink applies; then it goes
+ * nonblocking for the commands.
+ */
+static RemoteConnProgress
+obx_connect_established(RemoteConn *entry, RemoteDestination *dest,
+						bool require_password, OutboxError *error)
+{
+	entry->used_password = PQconnectionUsedPassword(entry->conn);
 	if (require_password && !entry->used_password)
 	{
 		OutboxErrorSet(error, ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED,
@@ -468,16 +545,16 @@ RemoteConnOpen(RemoteConn *entry, RemoteDestination *dest,
 		OutboxErrorContext(error, "connection to server \"%s\"",
 						   dest->servername);
 		RemoteConnClose(entry);
-		return false;
+		return REMOTE_CONN_REFUSED;
 	}
 
-	if (PQsetnonblocking(conn, 1) != 0)
+	if (PQsetnonblocking(entry->conn, 1) != 0)
 	{
-		obx_connect_failed(error, dest->servername, conn);
+		obx_connect_failed(error, dest->servername, entry->conn);
 		RemoteConnClose(entry);
-		return false;
+		return REMOTE_CONN_UNREACHABLE;
 	}
-	return true;
+	return REMOTE_CONN_READY;
 }
 
 /* The condition of a connection attempt that ran out of time. */
@@ -510,18 +587,21 @@ RemoteConnClose(RemoteConn *entry)
 	ReleaseExternalFD();
 	entry->conn = NULL;
 	entry->busy = false;
-	entry->oversized = false;
 	entry->invalidated = false;
 	entry->used_password = false;
 }
 
-/* Drop a connection left behind by an error, cancelling its command first. */
+/*
+ * Drop a connection left behind by an error, cancelling its command first,
+ * and give the entry back.
+ */
 void
 RemoteConnAbandon(RemoteConn *entry)
 {
 	if (entry->conn != NULL && entry->busy)
 		RemoteCancel(entry->conn, NameStr(entry->servername), false);
 	RemoteConnClose(entry);
+	RemoteConnRelease(entry);
 }
 
 /* ---------------------------------------------------------------------

@@ -9,9 +9,11 @@
  *							route creation (raised) and at each delivery
  *							(kept)
  *	outbox_remote_conn.c	connection options, the connection cache,
- *							connecting and waiting by a deadline, cancel
- *	outbox_remote_command.c	RemoteDeliver: running the command for one
- *							message and reading its outcome
+ *							connecting without blocking, waiting by a
+ *							deadline, cancel
+ *	outbox_remote_command.c	a RemoteCall: the delivery of one message as a
+ *							state machine that never blocks, and reading
+ *							its outcome
  *
  *-------------------------------------------------------------------------
  */
@@ -37,7 +39,9 @@ typedef struct RemoteOptions
 
 /*
  * A route's server, resolved for one delivering role: the server, the
- * role's user mapping and the libpq options built from both.
+ * role's user mapping and the libpq options built from both.  Resolved in
+ * a transaction; used after it (the worker connects and waits outside
+ * any), so it carries the syscache hash values the cache entry needs.
  */
 typedef struct RemoteDestination
 {
@@ -45,14 +49,22 @@ typedef struct RemoteDestination
 	char	   *servername;
 	Oid			userid;
 	Oid			umid;			/* the role's user mapping, or PUBLIC's */
+	uint32		server_hash;	/* syscache hash values of both */
+	uint32		mapping_hash;
 	RemoteOptions options;
 } RemoteDestination;
 
-/* the connection cache: one connection per (server, delivering role) */
+/*
+ * The connection cache: connections per (server, delivering role), each
+ * carrying one call at a time.  Calls of different routes to the same
+ * server run side by side, so a second call takes slot 1, and so on; a
+ * backend that delivers one message at a time only ever uses slot 0.
+ */
 typedef struct RemoteConnKey
 {
 	Oid			serverid;
 	Oid			userid;
+	int			slot;
 } RemoteConnKey;
 
 typedef struct RemoteConn
@@ -65,11 +77,21 @@ typedef struct RemoteConn
 	uint32		mapping_hash;
 	bool		invalidated;	/* server or mapping changed: reconnect */
 	bool		used_password;	/* the remote server asked for the password */
+	bool		in_use;			/* taken by a call (RemoteConnTake) */
 	bool		busy;			/* a command is in flight */
-	bool		oversized;		/* it carried a message too large to keep
-								 * its buffers for */
+	PostgresPollingStatusType poll; /* while connecting: PQconnectPoll's last
+									 * answer */
 	NameData	servername;		/* for notices */
 } RemoteConn;
+
+/* how far a connection attempt has come (RemoteConnContinue) */
+typedef enum RemoteConnProgress
+{
+	REMOTE_CONN_PENDING,		/* waiting for the socket (RemoteConnEvents) */
+	REMOTE_CONN_READY,			/* connected, nonblocking */
+	REMOTE_CONN_UNREACHABLE,	/* the server failed or timed out; closed */
+	REMOTE_CONN_REFUSED			/* connected, but refused here; closed */
+} RemoteConnProgress;
 
 /* outbox_remote_check.c */
 extern bool RemoteResolve(const char *server_name, Oid userid,
@@ -80,12 +102,20 @@ extern bool RemoteCheckOptions(const RemoteOptions *options,
 /* outbox_remote_conn.c */
 extern void RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
 							   RemoteOptions *options);
-extern RemoteConn *RemoteConnFor(RemoteDestination *dest);
+extern RemoteConn *RemoteConnTake(RemoteDestination *dest);
+extern void RemoteConnRelease(RemoteConn *entry);
 extern bool RemoteConnUsable(RemoteConn *entry, RemoteDestination *dest,
 							 bool require_password);
-extern bool RemoteConnOpen(RemoteConn *entry, RemoteDestination *dest,
-						   bool require_password, TimestampTz start,
-						   TimestampTz deadline, OutboxError *error);
+extern bool RemoteConnBegin(RemoteConn *entry, RemoteDestination *dest,
+							bool require_password, TimestampTz start,
+							TimestampTz deadline, OutboxError *error);
+extern int	RemoteConnEvents(RemoteConn *entry);
+extern RemoteConnProgress RemoteConnContinue(RemoteConn *entry,
+											 RemoteDestination *dest,
+											 bool require_password, int ready,
+											 TimestampTz start,
+											 TimestampTz deadline,
+											 OutboxError *error);
 extern void RemoteConnClose(RemoteConn *entry);
 extern void RemoteConnAbandon(RemoteConn *entry);
 extern void RemoteCloseInvalidated(void);

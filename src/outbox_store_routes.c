@@ -2,13 +2,19 @@
  *
  * outbox_store_routes.c
  *		The statements on outbox.routes: set, delete and list the route of a
- *		topic, and list the routed topics.
+ *		topic, list the routed topics, and keep the state of a remote
+ *		route's circuit breaker.
  *
  * A topic has at most one route: a NOTIFY channel, or a command run on the
  * remote PostgreSQL database of a foreign server.  The checks of a route
  * happen before it gets here (outbox_api_routes.c); these statements only
  * store and read.  Like every statement of the store they run as
  * SavedStatements (outbox_spi.c) with schema-qualified names.
+ *
+ * The circuit breaker's columns came with version 1.1.  A database whose
+ * extension is still at 1.0 (the new library is installed, ALTER EXTENSION
+ * ... UPDATE has not run yet) has none: its routes are read and set
+ * without them, and have no breaker until the update.
  *
  *-------------------------------------------------------------------------
  */
@@ -19,19 +25,36 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
 
 #include "outbox_spi.h"
 #include "outbox_store_routes.h"
 
-/* $2 is the target, 'notify' or 'remote'; the columns of the other are NULL */
-static SavedStatement stmt_route_set = {
-	"INSERT INTO outbox.routes (topic, target, channel, server, command, created_by, created_at) "
-	"VALUES ($1, $2, $3, $4, $5, $6, $7) "
-	"ON CONFLICT (topic) DO UPDATE SET target = excluded.target, channel = excluded.channel,"
-	" server = excluded.server, command = excluded.command,"
-	" created_by = excluded.created_by, created_at = excluded.created_at",
-	SPI_OK_INSERT,
+/*
+ * $2 is the target, 'notify' or 'remote'; the columns of the other are
+ * NULL.  A route set again starts with a closed breaker.
+ */
+#define ROUTE_SET \
+	"INSERT INTO outbox.routes (topic, target, channel, server, command, created_by, created_at) " \
+	"VALUES ($1, $2, $3, $4, $5, $6, $7) " \
+	"ON CONFLICT (topic) DO UPDATE SET target = excluded.target, channel = excluded.channel," \
+	" server = excluded.server, command = excluded.command," \
+	" created_by = excluded.created_by, created_at = excluded.created_at"
+#define ROUTE_SET_ARGS \
 	7, {TEXTOID, TEXTOID, TEXTOID, NAMEOID, TEXTOID, NAMEOID, TIMESTAMPTZOID}
+
+static SavedStatement stmt_route_set = {
+	ROUTE_SET ", paused_until = NULL, consecutive_failures = 0, last_failure = NULL",
+	SPI_OK_INSERT,
+	ROUTE_SET_ARGS
+};
+
+static SavedStatement stmt_route_set_v10 = {
+	ROUTE_SET,
+	SPI_OK_INSERT,
+	ROUTE_SET_ARGS
 };
 
 static SavedStatement stmt_route_delete = {
@@ -48,11 +71,45 @@ static SavedStatement stmt_routed_topics = {
 	OBX_SCANS_ANY
 };
 
+/* breaker names the breaker's columns, or what stands for them in 1.0 */
+#define ROUTE_LIST(breaker) \
+	"SELECT topic, target, channel, server, command, created_by, created_at, " \
+	breaker " FROM outbox.routes " \
+	"WHERE $1 IS NULL OR topic OPERATOR(pg_catalog.=) $1 ORDER BY topic"
+
 static SavedStatement stmt_route_list = {
-	"SELECT topic, target, channel, server, command, created_by FROM outbox.routes "
-	"WHERE $1 IS NULL OR topic OPERATOR(pg_catalog.=) $1 ORDER BY topic",
+	ROUTE_LIST("paused_until, consecutive_failures"),
 	SPI_OK_SELECT,
 	1, {TEXTOID}
+};
+
+static SavedStatement stmt_route_list_v10 = {
+	ROUTE_LIST("NULL::pg_catalog.timestamptz, 0"),
+	SPI_OK_SELECT,
+	1, {TEXTOID}
+};
+
+/*
+ * The breaker of the route of $1, as long as it is the setting made at $2:
+ * a route set again meanwhile starts afresh.  A row someone else has
+ * locked is skipped rather than waited for.
+ */
+static SavedStatement stmt_route_breaker = {
+	"UPDATE outbox.routes SET consecutive_failures = $3, paused_until = $4, last_failure = $5 "
+	"WHERE topic OPERATOR(pg_catalog.=) ANY (ARRAY("
+	" SELECT r.topic FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) $1"
+	" AND r.created_at OPERATOR(pg_catalog.=) $2 FOR UPDATE SKIP LOCKED))",
+	SPI_OK_UPDATE,
+	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID}
+};
+
+/* Whether the message's topic is routed to a NOTIFY channel */
+static SavedStatement stmt_message_on_channel = {
+	"SELECT 1 FROM outbox.message m JOIN outbox.routes r"
+	" ON r.topic OPERATOR(pg_catalog.=) m.topic "
+	"WHERE m.id OPERATOR(pg_catalog.=) $1 AND r.target OPERATOR(pg_catalog.=) 'notify'",
+	SPI_OK_SELECT,
+	1, {UUIDOID}
 };
 
 /* The arguments of stmt_route_set */
@@ -64,8 +121,23 @@ typedef struct RouteArgs
 	NameData	creator;
 } RouteArgs;
 
+static bool obx_routes_have_breaker(void);
 static void obx_route_args(RouteArgs *a, text *topic, const char *target,
 						   Oid creator);
+
+/*
+ * Whether outbox.routes has the breaker's columns (version 1.1 and later:
+ * see the header comment).
+ */
+static bool
+obx_routes_have_breaker(void)
+{
+	Oid			routes = get_relname_relid("routes",
+										   get_namespace_oid("outbox", false));
+
+	return OidIsValid(routes) &&
+		get_attnum(routes, "consecutive_failures") != InvalidAttrNumber;
+}
 
 /*
  * Start the arguments of a route of topic to target made by creator, with
@@ -93,7 +165,8 @@ StoreRouteSetNotify(text *topic, text *channel, Oid creator)
 	obx_route_args(&a, topic, "notify", creator);
 	a.values[2] = PointerGetDatum(channel);
 	a.nulls[2] = ' ';
-	(void) SpiRun(&stmt_route_set, a.values, a.nulls);
+	(void) SpiRun(obx_routes_have_breaker() ? &stmt_route_set : &stmt_route_set_v10,
+				  a.values, a.nulls);
 }
 
 /* Create or replace the route of topic: command run on the foreign server. */
@@ -109,7 +182,8 @@ StoreRouteSetRemote(text *topic, const char *server, const char *command,
 	a.nulls[3] = ' ';
 	a.values[4] = CStringGetTextDatum(command);
 	a.nulls[4] = ' ';
-	(void) SpiRun(&stmt_route_set, a.values, a.nulls);
+	(void) SpiRun(obx_routes_have_breaker() ? &stmt_route_set : &stmt_route_set_v10,
+				  a.values, a.nulls);
 }
 
 /* Remove the route of topic; false when there was none. */
@@ -137,7 +211,8 @@ StoreRouteList(text *topic)
 	nulls[0] = topic ? ' ' : 'n';
 
 	SpiConnect();
-	n = SpiExecute(&stmt_route_list, args, nulls, true, 0);
+	n = SpiExecute(obx_routes_have_breaker() ? &stmt_route_list : &stmt_route_list_v10,
+				   args, nulls, true, 0);
 	for (i = 0; i < n; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -145,6 +220,8 @@ StoreRouteList(text *topic)
 		MemoryContext spi = MemoryContextSwitchTo(caller);
 		OutboxRoute *r = palloc0(sizeof(OutboxRoute));
 		char	   *target;
+		bool		isnull;
+		Datum		paused;
 
 		r->topic = SPI_getvalue(tup, desc, 1);
 		target = SPI_getvalue(tup, desc, 2);
@@ -153,11 +230,41 @@ StoreRouteList(text *topic)
 		r->server = SPI_getvalue(tup, desc, 4);
 		r->command = SPI_getvalue(tup, desc, 5);
 		r->created_by = SPI_getvalue(tup, desc, 6);
+		r->created_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull));
+		paused = SPI_getbinval(tup, desc, 8, &isnull);
+		r->paused_until = isnull ? DT_NOBEGIN : DatumGetTimestampTz(paused);
+		r->consecutive_failures = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
 		routes = lappend(routes, r);
 		MemoryContextSwitchTo(spi);
 	}
 	SpiFinish();
 	return routes;
+}
+
+/*
+ * Store the breaker of a remote route: consecutive_failures, paused_until
+ * (DT_NOBEGIN: none) and last_failure (NULL: none), unless the route was
+ * set again since created_at, its row is locked, or it has no breaker
+ * (1.0).
+ */
+void
+StoreRouteSetBreaker(const char *topic, TimestampTz created_at,
+					 int consecutive_failures, TimestampTz paused_until,
+					 text *last_failure)
+{
+	Datum		args[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+
+	if (!obx_routes_have_breaker())
+		return;
+	args[0] = CStringGetTextDatum(topic);
+	args[1] = TimestampTzGetDatum(created_at);
+	args[2] = Int32GetDatum(consecutive_failures);
+	args[3] = TimestampTzGetDatum(paused_until);
+	nulls[3] = paused_until == DT_NOBEGIN ? 'n' : ' ';
+	args[4] = PointerGetDatum(last_failure);
+	nulls[4] = last_failure == NULL ? 'n' : ' ';
+	(void) SpiRun(&stmt_route_breaker, args, nulls);
 }
 
 /*
@@ -189,4 +296,20 @@ StoreRoutedTopics(void)
 	}
 	SpiFinish();
 	return topics;
+}
+
+/*
+ * Is the message with this id (still) of a topic routed to a NOTIFY
+ * channel?  Those are the envelopes that listeners are sent, and may read
+ * whole by id.
+ */
+bool
+StoreMessageOnChannel(pg_uuid_t *id)
+{
+	Datum		args[1];
+	Datum		one;
+	bool		isnull;
+
+	args[0] = UUIDPGetDatum(id);
+	return SpiRunFirstRow(&stmt_message_on_channel, args, NULL, &one, &isnull, 1);
 }

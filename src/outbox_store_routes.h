@@ -10,7 +10,9 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
+#include "utils/uuid.h"
 
 /* a row of outbox.routes */
 typedef struct OutboxRoute
@@ -21,6 +23,9 @@ typedef struct OutboxRoute
 	char	   *server;
 	char	   *command;
 	char	   *created_by;
+	TimestampTz created_at;		/* tells one setting of the route from the next */
+	TimestampTz paused_until;	/* the breaker's pause; DT_NOBEGIN: none */
+	int			consecutive_failures;
 } OutboxRoute;
 
 extern void StoreRouteSetNotify(text *topic, text *channel, Oid creator);
@@ -28,6 +33,10 @@ extern void StoreRouteSetRemote(text *topic, const char *server,
 								const char *command, Oid creator);
 extern bool StoreRouteDelete(text *topic);
 extern List *StoreRouteList(text *topic);
+extern void StoreRouteSetBreaker(const char *topic, TimestampTz created_at,
+								 int consecutive_failures,
+								 TimestampTz paused_until, text *last_failure);
 extern List *StoreRoutedTopics(void);
+extern bool StoreMessageOnChannel(pg_uuid_t *id);
 
 #endif							/* OUTBOX_STORE_ROUTES_H */

@@ -8,9 +8,11 @@
  * WorkerStart() and gives it a slot in shared memory (outbox_shmem.c).  The
  * worker publishes its pid and latch there, connects to its database and
  * loops: check in a short transaction that the extension exists, run
- * DrainDatabaseRound() (outbox_drain.c), sleep on its latch until the next
+ * DrainDatabaseRound() (outbox_drain.c), wait on its latch until the next
  * due time (at most outbox.worker_naptime_ms) or until a committing
- * transaction wakes it (outbox_wakeup.c).  In a database without the
+ * transaction wakes it (outbox_wakeup.c).  The wait also serves the remote
+ * calls that the rounds leave in flight (DrainWait, outbox_drain_wait.c).
+ * In a database without the
  * extension it leaves at once, saying so in its slot, so that no connection
  * lingers there.  When it exits, it leaves the reason in its slot for the
  * launcher, which decides when to start it again.
@@ -89,15 +91,23 @@ WorkerWait(long timeout_ms)
 }
 
 /*
- * The head of the launcher's and the drain workers' loops: wait, then
- * reload the configuration file if SIGHUP asked for it.  Returns whether it
- * was reloaded.
+ * The head of the launcher's loop: wait, then reload the configuration file
+ * if SIGHUP asked for it.  Returns whether it was reloaded.
  */
 bool
 WorkerWaitForWork(long timeout_ms)
 {
 	WorkerWait(timeout_ms);
+	return WorkerReloadIfAsked();
+}
 
+/*
+ * Reload the configuration file if SIGHUP asked for it, after a wait of
+ * the launcher or a drain worker.  Returns whether it was reloaded.
+ */
+bool
+WorkerReloadIfAsked(void)
+{
 	if (!ConfigReloadPending)
 		return false;
 	ConfigReloadPending = false;
@@ -214,7 +224,8 @@ obx_worker_detach(int code, Datum arg)
 /*
  * The worker's loop: wait, then one round.  The first wait has no timeout,
  * so the first round runs at once.  The round keeps what it allocates in a
- * memory context of its own, which it deletes.
+ * memory context of its own, which it deletes; the remote batches it leaves
+ * in flight keep theirs until they are through.
  */
 static void
 obx_worker_loop(void)
@@ -229,7 +240,8 @@ obx_worker_loop(void)
 		int64		failed = 0;
 		bool		ran;
 
-		(void) WorkerWaitForWork(timeout);
+		DrainWait(timeout);
+		(void) WorkerReloadIfAsked();
 		MemoryContextSwitchTo(TopMemoryContext);
 
 		if (!obx_extension_installed())

@@ -54,5 +54,6 @@ extern PGDLLEXPORT void OutboxWorkerMain(Datum main_arg);
 /* waiting on the latch (outbox_worker.c) */
 extern void WorkerWait(long timeout_ms);
 extern bool WorkerWaitForWork(long timeout_ms);
+extern bool WorkerReloadIfAsked(void);
 
 #endif							/* OUTBOX_WORKER_H */

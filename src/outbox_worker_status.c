@@ -12,7 +12,11 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -58,6 +62,11 @@ obx_compare_infos(const void *a, const void *b)
 /*
  * outbox.worker_status(): one row per database the launcher serves, from a
  * copy of the slots taken under the lock, ordered by database name.
+ *
+ * The rows of other databases (their names, counters and errors) are shown
+ * only to roles with the privileges of pg_read_all_stats, as
+ * pg_stat_activity shows other sessions' queries; everybody else sees the
+ * row of the database it is connected to.
  */
 Datum
 outbox_worker_status(PG_FUNCTION_ARGS)
@@ -66,6 +75,8 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 	OutboxWorkerInfo *infos;
 	int			n;
 	int			i;
+	bool		see_all;
+	char	   *here;
 
 	n = ShmemWorkerSnapshot(&infos);
 	if (!outbox_preloaded || n < 0)
@@ -75,6 +86,9 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 				 errdetail("The background worker runs only when the library is loaded at server start."),
 				 errhint("Add %s to %s and restart the server.",
 						 OUTBOX_EXTENSION_NAME, "shared_preload_libraries")));
+
+	see_all = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+	here = get_database_name(MyDatabaseId);
 
 	InitMaterializedSRF(fcinfo, 0);
 	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
@@ -86,6 +100,9 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 		OutboxWorkerInfo *info = &infos[i];
 		Datum		values[OBX_STATUS_COLUMNS];
 		bool		nulls[OBX_STATUS_COLUMNS];
+
+		if (!see_all && (here == NULL || strcmp(NameStr(info->datname), here) != 0))
+			continue;
 
 		memset(nulls, 0, sizeof(nulls));
 		values[0] = NameGetDatum(&info->datname);

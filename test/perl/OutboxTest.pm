@@ -10,10 +10,11 @@ package OutboxTest;
 use strict;
 use warnings;
 use Exporter 'import';
+use PostgreSQL::Test::Cluster;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(lit wait_for wait_status worker_pid);
+our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node);
 
 # Quote a string as an SQL literal.
 sub lit
@@ -62,6 +63,41 @@ sub worker_pid
 	my ($node, $db) = @_;
 	return $node->safe_psql('postgres',
 		"SELECT pid FROM outbox.worker_status() WHERE datname = '$db'");
+}
+
+# A started cluster with the library preloaded and drain workers for the
+# databases listed in $databases (made by the caller), with a long naptime
+# so that only wake-ups and due times make them run; $conf is added to
+# postgresql.conf.
+sub worker_node
+{
+	my ($name, $databases, $conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'krizaka_outbox'
+outbox.worker_databases = '$databases'
+outbox.worker_naptime_ms = 60000
+} . ($conf // ''));
+	$node->start;
+	return $node;
+}
+
+# A started cluster where the bootstrap superuser is trusted and every other
+# role logs in with a SCRAM password: a remote server that asks for one.
+sub scram_node
+{
+	my ($name) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', "password_encryption = 'scram-sha-256'");
+	$node->start;
+	my $su = $node->safe_psql('postgres', 'SELECT current_user');
+	open my $hba, '>', $node->data_dir . '/pg_hba.conf' or die $!;
+	print $hba "local all $su trust\nlocal all all scram-sha-256\n";
+	close $hba;
+	$node->reload;
+	return $node;
 }
 
 1;

@@ -150,10 +150,14 @@ SELECT results_eq(
              ('server', 'name', false, NULL),
              ('command', 'text', false, NULL),
              ('created_by', 'name', true, 'CURRENT_USER'),
-             ('created_at', 'timestamp with time zone', true, 'now()')$$,
+             ('created_at', 'timestamp with time zone', true, 'now()'),
+             ('paused_until', 'timestamp with time zone', false, NULL),
+             ('consecutive_failures', 'integer', true, '0'),
+             ('last_failure', 'text', false, NULL)$$,
     'outbox.routes: columns in order, with types, NOT NULL and defaults');
-SELECT columns_are('outbox', 'routes', ARRAY['topic', 'target', 'channel', 'server', 'command', 'created_by', 'created_at'],
-                   'outbox.routes has exactly its seven columns');
+SELECT columns_are('outbox', 'routes', ARRAY['topic', 'target', 'channel', 'server', 'command', 'created_by', 'created_at',
+                                             'paused_until', 'consecutive_failures', 'last_failure'],
+                   'outbox.routes has exactly its ten columns');
 SELECT col_is_pk('outbox', 'routes', 'topic', 'outbox.routes: primary key (topic)');
 SELECT index_is_primary('outbox', 'routes', 'routes_pkey', 'routes_pkey is the primary key of outbox.routes');
 SELECT indexes_are('outbox', 'routes', ARRAY['routes_pkey'], 'outbox.routes has exactly its primary key index');
@@ -208,11 +212,12 @@ SELECT results_eq(
              ('leased', 'bigint'),
              ('dead', 'bigint'),
              ('delivered', 'bigint'),
-             ('oldest_undelivered_age', 'interval')$$,
+             ('oldest_undelivered_age', 'interval'),
+             ('paused_until', 'timestamp with time zone')$$,
     'outbox.topic_stats: columns in order, with types');
 SELECT columns_are('outbox', 'topic_stats',
-                   ARRAY['topic', 'due', 'delayed', 'leased', 'dead', 'delivered', 'oldest_undelivered_age'],
-                   'outbox.topic_stats has exactly its seven columns');
+                   ARRAY['topic', 'due', 'delayed', 'leased', 'dead', 'delivered', 'oldest_undelivered_age', 'paused_until'],
+                   'outbox.topic_stats has exactly its eight columns');
 
 -- pg_dump keeps the rows of both tables
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c

@@ -49,10 +49,10 @@ CREATE TABLE soak.effect (
 CREATE FUNCTION soak.log_attempt(id uuid, topic text, via text, what text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF NOT coalesce('soak_log' = ANY (dblink_get_connections()), false) THEN
-        PERFORM dblink_connect('soak_log', (SELECT log_conn FROM soak.control));
+    IF NOT coalesce('soak_log' = ANY (public.dblink_get_connections()), false) THEN
+        PERFORM public.dblink_connect('soak_log', (SELECT log_conn FROM soak.control));
     END IF;
-    PERFORM dblink_exec('soak_log',
+    PERFORM public.dblink_exec('soak_log',
         format('INSERT INTO soak.attempt (message_id, topic, via, what) VALUES (%L, %L, %L, %L)',
                id, topic, via, what));
 END

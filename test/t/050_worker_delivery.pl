@@ -58,9 +58,9 @@ $node->safe_psql('app', qq{
 	CREATE USER MAPPING FOR $su SERVER far OPTIONS (user 'courier', password 'courierpw');
 	SELECT outbox.route_notify('live', 'live_events');
 	SELECT outbox.route_remote('credits', 'near',
-		'INSERT INTO received (id, topic, env) VALUES ((\$1->>''id'')::uuid, \$2, \$1)');
+		'INSERT INTO public.received (id, topic, env) VALUES ((\$1->>''id'')::uuid, \$2, \$1)');
 	SELECT outbox.route_remote('billing', 'far',
-		'INSERT INTO received (id, topic, env) VALUES ((\$1->>''id'')::uuid, \$2, \$1)');
+		'INSERT INTO public.received (id, topic, env) VALUES ((\$1->>''id'')::uuid, \$2, \$1)');
 });
 ok($node->poll_query_until('app',
 	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'krizaka_outbox worker' AND datname = 'app'}),
@@ -127,13 +127,13 @@ ok($node->poll_query_until('app', q{SELECT count(*) = 4 FROM outbox.message WHER
 
 # 3. A failing target backs off, dies after max_attempts, and retry_dead delivers it.
 $node->safe_psql('app', q{
-	SELECT outbox.route_remote('audit', 'near', 'INSERT INTO audit_log (body) VALUES ($1)');
+	SELECT outbox.route_remote('audit', 'near', 'INSERT INTO public.audit_log (body) VALUES ($1)');
 	SELECT outbox.append('audit', 'evt.audit.v1', '{"who": "alice"}');
 });
 ok($node->poll_query_until('app', q{SELECT dead_at IS NOT NULL FROM outbox.message WHERE topic = 'audit'}),
 	'the failing message ends dead');
 is($node->safe_psql('app', q{SELECT attempts, delivered_at IS NULL, last_error FROM outbox.message WHERE topic = 'audit'}),
-	qq{3|t|42P01: relation "audit_log" does not exist\nCONTEXT: remote command on server "near"},
+	qq{3|t|42P01: relation "public.audit_log" does not exist\nCONTEXT: remote command on server "near"},
 	'after max_attempts, with the remote error');
 $node->safe_psql('near', 'CREATE TABLE audit_log (body jsonb)');
 is($node->safe_psql('app', q{SELECT outbox.retry_dead_topic('audit')}), '1', 'revived');
@@ -166,11 +166,11 @@ ok($node->poll_query_until('late', q{SELECT count(*) = 1 FROM outbox.message WHE
 $node->safe_psql('near', 'CREATE TABLE gate (open boolean); INSERT INTO gate VALUES (false)');
 $node->safe_psql('app', q{
 	SELECT outbox.route_remote('slow', 'near',
-		'INSERT INTO received (id, topic, env) SELECT ($1->>''id'')::uuid, $2, $1 FROM gate WHERE open OR pg_sleep(60) IS NULL');
+		'INSERT INTO public.received (id, topic, env) SELECT ($1->>''id'')::uuid, $2, $1 FROM public.gate WHERE open OR pg_sleep(60) IS NULL');
 	SELECT outbox.append('slow', 'evt.slow.v1', '{"n": 1}', '01890a5d-ac96-774b-bcce-b302099a8101');
 });
 ok($node->poll_query_until('near',
-	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'INSERT INTO received%pg_sleep%' AND state = 'active'}),
+	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'INSERT INTO public.received%pg_sleep%' AND state = 'active'}),
 	'the worker is inside a slow remote command');
 my $wpid = $node->safe_psql('app', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'krizaka_outbox worker' AND datname = 'app'});
 is($node->safe_psql('app', q{SELECT attempts, leased_until > now() FROM outbox.message WHERE topic = 'slow'}),
@@ -192,7 +192,7 @@ is($node->safe_psql('near', q{SELECT count(*) FROM received WHERE topic = 'slow'
 $node->safe_psql('near', 'UPDATE gate SET open = false');
 $node->safe_psql('app', q{SELECT outbox.append('slow', 'evt.slow.v1', '{"n": 2}')});
 ok($node->poll_query_until('near',
-	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'INSERT INTO received%pg_sleep%' AND state = 'active'}),
+	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'INSERT INTO public.received%pg_sleep%' AND state = 'active'}),
 	'the worker waits on a hanging remote command');
 $wpid = $node->safe_psql('app', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'krizaka_outbox worker' AND datname = 'app'});
 my $t0 = time();
@@ -205,7 +205,7 @@ while (time() - $t0 < 5)
 }
 ok(defined $gone && $gone < 1, sprintf('the worker ended %.3f s after SIGTERM', $gone // -1));
 ok($node->poll_query_until('near',
-	q{SELECT count(*) = 0 FROM pg_stat_activity WHERE query LIKE 'INSERT INTO received%pg_sleep%' AND state = 'active'}),
+	q{SELECT count(*) = 0 FROM pg_stat_activity WHERE query LIKE 'INSERT INTO public.received%pg_sleep%' AND state = 'active'}),
 	'and its remote command was cancelled');
 
 $node->stop;

@@ -64,7 +64,7 @@ $node->safe_psql('app', qq{
 	CREATE USER MAPPING FOR CURRENT_USER SERVER sink OPTIONS (user '$su');
 	SELECT outbox.route_notify(\$t\$$notify_topic\$t\$, 'hostile_events');
 	SELECT outbox.route_remote(\$t\$$remote_topic\$t\$, 'sink',
-		\$c\$INSERT INTO received (id, topic, env) SELECT (\$1->>'id')::uuid, \$2, \$1 WHERE '; DROP TABLE victim; --' <> ''\$c\$);
+		\$c\$INSERT INTO public.received (id, topic, env) SELECT (\$1->>'id')::uuid, \$2, \$1 WHERE '; DROP TABLE victim; --' <> ''\$c\$);
 });
 
 my $listener = $node->background_psql('app');

@@ -128,19 +128,24 @@ $node->safe_psql('postgres', q{
 
 # --- 1. what CREATE EXTENSION and ALTER EXTENSION UPDATE leave granted --------
 
-$node->safe_psql('app', 'CREATE EXTENSION krizaka_outbox; CREATE EXTENSION dblink;');
-my @functions = split /\n/, $node->safe_psql('app',
-	q{SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace ORDER BY 1});
-my $expected_acl = join("\n",
-	(map { "$_ app_owner EXECUTE*" } @functions),
-	'message app_owner SELECT*', 'processed app_owner SELECT*', 'routes app_owner SELECT*',
-	'schema app_owner USAGE*', 'topic_stats app_owner SELECT*');
+# Installed at the first version and updated to the current one: the grants
+# of the database owner follow every function the update adds.
+$node->safe_psql('app', "CREATE EXTENSION krizaka_outbox VERSION '1.0'; CREATE EXTENSION dblink;");
+my $owner_acl = sub {
+	my @functions = split /\n/, $node->safe_psql('app',
+		q{SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace ORDER BY 1});
+	return join("\n", sort((map { "$_ app_owner EXECUTE*" } @functions),
+		'message app_owner SELECT*', 'processed app_owner SELECT*', 'routes app_owner SELECT*',
+		'schema app_owner USAGE*', 'topic_stats app_owner SELECT*'));
+};
 my $acl = $node->safe_psql('app', $acl_query);
-is(join("\n", sort split /\n/, $acl), join("\n", sort split /\n/, $expected_acl),
+is(join("\n", sort split /\n/, $acl), $owner_acl->(),
 	'CREATE EXTENSION in a database of a non-superuser: the owner holds the grant options, nobody else anything');
 unlike($acl, qr/ PUBLIC /, 'no privilege for PUBLIC after CREATE EXTENSION');
-$node->safe_psql('app', q{ALTER EXTENSION krizaka_outbox UPDATE; ALTER EXTENSION krizaka_outbox UPDATE TO '1.0'});
-is($node->safe_psql('app', $acl_query), $acl, 'ALTER EXTENSION UPDATE leaves the grants as they were');
+$node->safe_psql('app', q{ALTER EXTENSION krizaka_outbox UPDATE});
+$acl = $node->safe_psql('app', $acl_query);
+is(join("\n", sort split /\n/, $acl), $owner_acl->(),
+	'ALTER EXTENSION UPDATE: the owner holds the grant options of everything, nobody else anything');
 is($node->safe_psql('hij', "CREATE EXTENSION krizaka_outbox; $acl_query"), '',
 	'CREATE EXTENSION in a database of a superuser: no privilege for anybody but the owner');
 
@@ -269,7 +274,7 @@ my %part = (
 	},
 	operator => {
 		route_notify => q{SELECT outbox.route_notify('sec_n', 'sec_events')},
-		route_remote => q{SELECT outbox.route_remote('sec_r', 'inbox', 'INSERT INTO received (topic, env) VALUES ($2, $1)')},
+		route_remote => q{SELECT outbox.route_remote('sec_r', 'inbox', 'INSERT INTO public.received (topic, env) VALUES ($2, $1)')},
 		unroute => q{SELECT outbox.unroute('no_such_topic')},
 		retry_dead => qq{SELECT outbox.retry_dead('$id')},
 		retry_dead_topic => q{SELECT outbox.retry_dead_topic('sec')},
@@ -330,8 +335,15 @@ for my $role (@roles)
 # payload; what the operator may read holds none.
 like(safe_as('k_login', 'app', q{SELECT outbox.envelope(c)->>'payload' FROM outbox.claim('k', 'sec', 1) c}),
 	qr/secret/, 'the worker sees the payload of what it claims');
-my ($lrc, $lout, $lerr) = run_as('l_login', 'app', qq{SELECT outbox.envelope_by_id('$id')->'payload'});
-like($lout, qr/"secret": "s0"/, 'the listener reads an envelope by id') or diag($lerr);
+is(safe_as('l_login', 'app', qq{SELECT outbox.envelope_by_id('$id') IS NULL}), 't',
+	'the listener reads no envelope of a topic that is not routed to a channel');
+$node->safe_psql('app', q{
+	SELECT outbox.route_notify('sec_live', 'sec_live_events');
+	SELECT outbox.append('sec_live', 'evt.sec.v1', '{"secret": "n0"}', '00000000-0000-7000-8000-00000000f0a0');
+});
+my ($lrc, $lout, $lerr) = run_as('l_login', 'app', q{SELECT outbox.envelope_by_id('00000000-0000-7000-8000-00000000f0a0')->'payload'});
+like($lout, qr/"secret": "n0"/, 'the listener reads an envelope of a NOTIFY topic by id') or diag($lerr);
+$node->safe_psql('app', q{SELECT outbox.unroute('sec_live'); DELETE FROM outbox.message WHERE topic = 'sec_live'});
 unlike(safe_as('o_login', 'app', q{SELECT row_to_json(r) FROM outbox.routes r UNION ALL SELECT row_to_json(s) FROM outbox.topic_stats s}),
 	qr/secret/, 'the routes and the statistics show no payload to the operator');
 # the planner's statistics of the tables hold their values: nobody may read them
@@ -344,7 +356,7 @@ for my $role (@roles)
 
 # --- 5. no route borrows the server's own identity ------------------------------
 
-my $cmd = 'INSERT INTO received (topic, env) VALUES ($2, $1)';
+my $cmd = 'INSERT INTO public.received (topic, env) VALUES ($2, $1)';
 my $self_cmd = 'INSERT INTO public.self_hits (topic) SELECT $2 WHERE $1 IS NOT NULL';
 $node->safe_psql('app', qq{
 	CREATE USER MAPPING FOR o_login SERVER inbox_trust OPTIONS (user 'trustme');
@@ -382,7 +394,8 @@ for my $server (qw(inbox_trust inbox_peer self))
 		"operator: $server did not ask for the password, so the connection was refused");
 }
 
-# a superuser draining a route that an operator made: still a password
+# a superuser draining a route that an operator made: the operator's mapping,
+# and still a password the server must ask for
 $node->safe_psql('app', qq{
 	CREATE USER MAPPING FOR $su SERVER inbox_trust OPTIONS (user 'trustme');
 	CREATE USER MAPPING FOR $su SERVER self OPTIONS (user '$su');
@@ -393,8 +406,8 @@ for my $server (qw(inbox_trust self))
 	is($node->safe_psql('app', "SELECT outbox.drain_once('id_$server')"), '0',
 		"superuser: drain_once of the operator's route through $server delivers nothing");
 	like($node->safe_psql('app', "SELECT last_error FROM outbox.message WHERE topic = 'id_$server'"),
-		qr/^2F003: password is required\nDETAIL: Non-superusers must provide a password in the user mapping\./,
-		"superuser: the operator's route through $server needs a password");
+		qr/^2F003: password is required\nDETAIL: Non-superuser cannot connect if the server does not request a password\./,
+		"superuser: the operator's route through $server is delivered with the operator's mapping, and refused");
 }
 
 # the same operator, with a password the server does ask for, delivers
@@ -479,7 +492,7 @@ sub step
 			INSERT INTO public.inj_out VALUES (r.n, '$name', SQLSTATE);
 		END;};
 }
-my $remote_cmd = 'INSERT INTO received (topic, env) VALUES ($2, $1)';
+my $remote_cmd = 'INSERT INTO public.received (topic, env) VALUES ($2, $1)';
 my $steps = join('',
 	step('append', 'id1 := outbox.append(r.p, r.p, jsonb_build_object(r.p, r.p))'),
 	step('append again', 'PERFORM outbox.append(r.p, r.p, jsonb_build_object(r.p, r.p), id1)'),
@@ -673,8 +686,8 @@ my $e = '00000000-0000-7000-8000-00000000e001';
 my @sp = (
 	[ 'SHOW search_path', '""' ],
 	[ q{SELECT outbox.route_notify('sp', 'sp_events')}, '' ],
-	[ q{SELECT outbox.route_remote('sp_remote', 'inbox', 'INSERT INTO received (topic, env) VALUES ($2, $1)')}, '' ],
-	[ q{SELECT outbox.append('sp', 'evt.sp.v1', '{"sp": 1}') IS NOT NULL}, 't' ],
+	[ q{SELECT outbox.route_remote('sp_remote', 'inbox', 'INSERT INTO public.received (topic, env) VALUES ($2, $1)')}, '' ],
+	[ q{SELECT outbox.append('sp', 'evt.sp.v1', '{"sp": 1}', '00000000-0000-7000-8000-00000000e0a1') IS NOT NULL}, 't' ],
 	[ q{SELECT pg_catalog.count(*) FROM outbox.append_batch('sp', 'evt.sp.v1', ARRAY['{"sp": 2}', '{"sp": 3}']::pg_catalog.jsonb[])}, '2' ],
 	[ q{SELECT outbox.append('sp_remote', 'evt.sp.v1', '{"sp": 4}') IS NOT NULL}, 't' ],
 	[ qq{SELECT outbox.append('sp_pull', 'evt.sp.v1', '{"sp": 5}', '$e', '2000-01-01')}, $e ],
@@ -689,7 +702,8 @@ my @sp = (
 	[ qq{SELECT outbox.retry_dead('$e')}, 'f' ],
 	[ q{SELECT outbox.retry_dead_topic('sp_pull')}, '0' ],
 	[ q{SELECT outbox.purge('100 years')}, '0' ],
-	[ qq{SELECT outbox.envelope_by_id('$e') OPERATOR(pg_catalog.->) 'payload'}, '{"sp": 5}' ],
+	[ q{SELECT outbox.envelope_by_id('00000000-0000-7000-8000-00000000e0a1') OPERATOR(pg_catalog.->) 'payload'}, '{"sp": 1}' ],
+	[ qq{SELECT outbox.envelope_by_id('$e') IS NULL}, 't' ],
 	[ q{SELECT pg_catalog.count(*) IS NOT NULL FROM outbox.worker_status()}, 't' ],
 	[ q{SELECT delivered FROM outbox.topic_stats WHERE topic OPERATOR(pg_catalog.=) 'sp'}, '3' ],
 	[ q{SELECT outbox.unroute('sp_remote')}, 't' ],);
@@ -772,8 +786,8 @@ $node->safe_psql('hij', 'TRUNCATE public.hijack_log');
 
 $node->safe_psql('hij', qq{
 	SET search_path = public, pg_catalog;
-	CREATE EXTENSION krizaka_outbox;
-	ALTER EXTENSION krizaka_outbox UPDATE TO '1.0';
+	CREATE EXTENSION krizaka_outbox VERSION '1.0';
+	ALTER EXTENSION krizaka_outbox UPDATE;
 	CREATE SERVER inbox FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$rhost', port '$rport', dbname 'inbox');
 	CREATE USER MAPPING FOR sp_user SERVER inbox OPTIONS (user 'bob', password 'bobpw');
 	CREATE USER MAPPING FOR bgw SERVER inbox OPTIONS (user 'bob', password 'bobpw');
@@ -789,7 +803,7 @@ my $d = '00000000-0000-7000-8000-00000000d00';
 my @h = (
 	[ 'SHOW search_path', 'public, pg_catalog' ],
 	[ q{SELECT outbox.route_notify('h', 'h_events')}, '' ],
-	[ q{SELECT outbox.route_remote('h_remote', 'inbox', 'INSERT INTO received (topic, env) VALUES ($2, $1)')}, '' ],
+	[ q{SELECT outbox.route_remote('h_remote', 'inbox', 'INSERT INTO public.received (topic, env) VALUES ($2, $1)')}, '' ],
 	[ qq{SELECT outbox.append('h', 'evt.h.v1', '{"h": 1}', '${d}1')}, "${d}1" ],
 	[ qq{SELECT outbox.append('h', 'evt.h.v1', '{"h": 1}', '${d}1')}, "${d}1" ],
 	[ q{SELECT count(*) FROM outbox.append_batch('h', 'evt.h.v1', ARRAY['{"h": 2}']::jsonb[])}, '1' ],
@@ -805,7 +819,8 @@ my @h = (
 	[ qq{SELECT outbox.retry_dead('${d}4')}, 'f' ],
 	[ q{SELECT outbox.retry_dead_topic('h_pull')}, '0' ],
 	[ q{SELECT outbox.purge('1 hour')}, '0' ],
-	[ qq{SELECT outbox.envelope_by_id('${d}3') -> 'payload'}, '{"h": 3}' ],
+	[ qq{SELECT outbox.envelope_by_id('${d}1') -> 'payload'}, '{"h": 1}' ],
+	[ qq{SELECT outbox.envelope_by_id('${d}3') IS NULL}, 't' ],
 	[ q{SELECT count(*) IS NOT NULL FROM outbox.worker_status()}, 't' ],
 	[ q{SELECT count(*) IS NOT NULL FROM outbox.topic_stats}, 't' ],
 	[ q{SELECT outbox.unroute('h_remote')}, 't' ],);
@@ -817,7 +832,7 @@ ok(wait_for($node, 'hij', q{SELECT count(*) FROM outbox.message WHERE topic = 'h
 	'the worker, with public first on its search_path, delivers the NOTIFY route');
 $node->safe_psql('hij', q{
 	SET search_path = public, pg_catalog;
-	SELECT outbox.route_remote('h_remote', 'inbox', 'INSERT INTO received (topic, env) VALUES ($2, $1)');
+	SELECT outbox.route_remote('h_remote', 'inbox', 'INSERT INTO public.received (topic, env) VALUES ($2, $1)');
 	SELECT outbox.append('h_remote', 'evt.h.v1', '{"h": 5}');
 	SELECT outbox.drain_once('h_remote');
 });

@@ -48,7 +48,7 @@ $node->safe_psql('sink', q{
 	CREATE TABLE received (seq bigserial, id uuid, topic text, n int);
 	CREATE TABLE big_received (id uuid, len int);
 });
-my $insert = q{INSERT INTO received (id, topic, n) VALUES (($1->>'id')::uuid, $2, ($1->'payload'->>'n')::int)};
+my $insert = q{INSERT INTO public.received (id, topic, n) VALUES (($1->>'id')::uuid, $2, ($1->'payload'->>'n')::int)};
 for my $db ('app', 'manual')
 {
 	$node->safe_psql($db, qq{
@@ -275,7 +275,7 @@ cmp_ok(peak_private($pid, $start), '<', $bound_kb, 'the worker stays under 64 MB
 # 6. A remote batch of five 20 MB payloads holds one envelope at a time.
 $node->safe_psql('app', q{
 	SELECT outbox.route_remote('big', 'sink',
-		'INSERT INTO big_received (id, len) VALUES (($1->>''id'')::uuid, length($1->>''payload''))');
+		'INSERT INTO public.big_received (id, len) VALUES (($1->>''id'')::uuid, length($1->>''payload''))');
 });
 $start = peak_start($pid);
 ok(deliver_large('big', 5, 20_000_000), 'five 20 MB payloads are delivered to the remote server');

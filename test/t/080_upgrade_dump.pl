@@ -84,7 +84,7 @@ my $schema_sql = q{
 	  SELECT 'view ' || c.relname || ' ' || pg_get_viewdef(c.oid)
 	    FROM pg_class c WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind = 'v'
 	  UNION ALL
-	  SELECT 'type ' || t.typname || ' ' || t.typtype
+	  SELECT 'type ' || t.typname || ' ' || t.typtype::text
 	    FROM pg_type t WHERE t.typnamespace = 'outbox'::regnamespace AND t.typrelid = 0 AND t.typelem = 0
 	  UNION ALL
 	  SELECT 'config ' || c.relname || ' ' || coalesce(e.extcondition[array_position(e.extconfig, c.oid)], '')

@@ -1,0 +1,50 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_drain_int.h
+ *		What the files of a delivery round share, and nothing else
+ *		includes: the batches of remote routes and the worker's
+ *		transactions.
+ *
+ *	outbox_drain.c			the round of drain_once and of the worker;
+ *							NOTIFY batches
+ *	outbox_drain_remote.c	a batch of a remote route, and its circuit
+ *							breaker
+ *	outbox_drain_wait.c		the worker's remote batches in flight, and its
+ *							wait that serves them
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_DRAIN_INT_H
+#define OUTBOX_DRAIN_INT_H
+
+#include "datatype/timestamp.h"
+#include "utils/palloc.h"
+
+#include "outbox_delivery.h"
+#include "outbox_store.h"
+#include "outbox_store_routes.h"
+
+/* a batch of a remote route (outbox_drain_remote.c) */
+typedef struct RemoteBatch RemoteBatch;
+
+extern bool RemoteRoutePaused(const OutboxRoute *route, TimestampTz now);
+extern int	RemoteRouteBatchSize(const OutboxRoute *route, int batch_size);
+extern RemoteBatch *RemoteBatchClaim(const ClaimRequest *req,
+									 const OutboxRoute *route,
+									 MemoryContext parent);
+extern const char *RemoteBatchTopic(RemoteBatch *batch);
+extern RemoteCall *RemoteBatchNext(RemoteBatch *batch);
+extern void RemoteBatchFinish(RemoteBatch *batch, int64 *delivered,
+							  int64 *failed);
+
+/* the worker's transactions (outbox_drain.c) */
+extern bool DrainBeginLocked(const char *activity, MemoryContext cxt);
+extern void DrainCommit(void);
+
+/* the worker's batches in flight (outbox_drain_wait.c) */
+extern MemoryContext DrainFlightContext(void);
+extern bool DrainFlying(const char *topic);
+extern void DrainFly(RemoteBatch *batch);
+extern void DrainFlightCounts(int64 *delivered, int64 *failed);
+
+#endif							/* OUTBOX_DRAIN_INT_H */

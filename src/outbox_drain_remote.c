@@ -1,0 +1,425 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_drain_remote.c
+ *		A batch of a remote route: claimed, delivered one message after the
+ *		other through RemoteCalls, its outcomes recorded together; and the
+ *		route's circuit breaker.
+ *
+ * A remote route is not transactional: the remote command commits on its
+ * own.  A batch is claimed (leased); each message is delivered in order,
+ * each call with a deadline of its own: outbox.remote_timeout_ms, but at
+ * most half a lease from its start and one second before the lease ends.
+ * Messages whose turn comes too late are released (their attempt does not
+ * count) for a later batch.  Then the outcomes are recorded: each failure
+ * with outbox.fail and the text of its error, the successes completed
+ * together.
+ *
+ * The batch does not wait for its calls: RemoteBatchNext starts the next
+ * one and returns it, and whoever drives the batch waits.  drain_once
+ * drives one batch at a time, in its caller's transaction, and waits for
+ * each call (outbox_drain.c).  The worker drives a batch per remote route
+ * side by side and waits for all their calls and its latch at once, with
+ * no transaction open (outbox_drain_wait.c); RemoteBatchClaim,
+ * RemoteBatchNext and RemoteBatchFinish each run in a short transaction of
+ * their own there.  So a batch keeps what it needs in a memory context of
+ * its own, and the current message's envelope and call in a second one,
+ * reset for each message.
+ *
+ * The circuit breaker: a call that finds the server unreachable (could
+ * not connect, lost the connection, timed out) counts against the route; a
+ * call that gets any other outcome ends the count.  After
+ * outbox.remote_pause_after such calls in a row the route is paused, the
+ * rest of the batch released untried, and no batch is claimed until the
+ * pause ends: outbox.backoff_seconds, doubling with each further pause up
+ * to outbox.backoff_max_seconds.  Then one message probes the route (a
+ * batch of one); its success ends the pause for good.  The state lives in
+ * outbox.routes (consecutive_failures, paused_until, last_failure), written
+ * only when it changes, without waiting for a row lock, and only while the
+ * route is still the one the batch was claimed for; setting the route
+ * again resets it.
+ *
+ * Glossary:
+ *	late		a claimed message whose turn came too late in its lease:
+ *				released, its attempt not counted
+ *	probe		the batch of one message claimed when a pause has ended
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "outbox.h"
+#include "outbox_backoff.h"
+#include "outbox_drain_int.h"
+
+/* A remote call stops this long before the lease ends */
+#define LEASE_MARGIN_US		USECS_PER_SEC
+
+/* a message that was not delivered, and why */
+typedef struct BatchFailure
+{
+	pg_uuid_t  *id;
+	char	   *error;
+} BatchFailure;
+
+/* see the header comment */
+struct RemoteBatch
+{
+	MemoryContext cxt;			/* the batch and what it keeps */
+	MemoryContext message_cxt;	/* the current message's envelope and call */
+
+	/* the route, and whose credentials deliver it */
+	char	   *topic;
+	char	   *server;
+	char	   *command;
+	TimestampTz route_created_at;	/* which setting of the route */
+	Oid			role;			/* the route's creator; InvalidOid: gone */
+	OutboxError no_creator;		/* ... and then why */
+	bool		needs_password;
+	text	   *owner;
+	int64		lease_us;
+
+	List	   *messages;		/* ClaimedMessages, in order */
+	int			next;			/* the next one to send */
+	ClaimedMessage *current;	/* the one being sent */
+	RemoteCall *call;			/* ... and its call */
+
+	List	   *done;			/* ids of those delivered */
+	List	   *late;			/* ids of those released untried */
+	List	   *failures;		/* BatchFailures */
+
+	/* the route's breaker, as read with the route and changed since */
+	int			consecutive_failures;
+	TimestampTz paused_until;	/* DT_NOBEGIN: not paused */
+	char	   *last_failure;
+	bool		breaker_changed;
+};
+
+static Oid	obx_route_creator(const OutboxRoute *route, OutboxError *error);
+static RemoteCall *obx_start_call(RemoteBatch *batch, ClaimedMessage *m,
+								  TimestampTz deadline);
+static void obx_call_ended(RemoteBatch *batch);
+static void obx_failed(RemoteBatch *batch, char *error);
+static void obx_breaker_count(RemoteBatch *batch, bool unreachable,
+							  const char *error);
+static Datum obx_uuid_array(List *ids);
+
+/* Whether the route's breaker keeps it from being called at now. */
+bool
+RemoteRoutePaused(const OutboxRoute *route, TimestampTz now)
+{
+	return route->paused_until > now;
+}
+
+/*
+ * How many messages to claim for the route: a full batch, or one to probe
+ * a route whose pause has ended.
+ */
+int
+RemoteRouteBatchSize(const OutboxRoute *route, int batch_size)
+{
+	return route->consecutive_failures >= outbox_remote_pause_after ?
+		1 : batch_size;
+}
+
+/*
+ * Claim a batch of the route as req says, to be delivered with the
+ * credentials of the route's creator.  Returns NULL when nothing is due.
+ * The batch lives in a memory context of its own under parent.  Runs in a
+ * transaction, as the extension owner.
+ */
+RemoteBatch *
+RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
+				 MemoryContext parent)
+{
+	MemoryContext cxt = AllocSetContextCreate(parent, "outbox remote batch",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	RemoteBatch *batch = palloc0(sizeof(RemoteBatch));
+
+	batch->cxt = cxt;
+	if (StoreClaimMessages(req, &batch->messages) == 0)
+	{
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(cxt);
+		return NULL;
+	}
+
+	/*
+	 * A remote server keeps what it is sent, so nothing may leave before
+	 * the transactions that appended it are safe on disk: a producer that
+	 * commits with synchronous_commit = off may not be yet, and a crash
+	 * would leave the remote side with an event for work that never
+	 * happened.  Their commit records precede this point of the WAL.  (The
+	 * worker flushes past them anyway when it commits this claim; drain_once
+	 * does not.  A NOTIFY route needs none of this: the notification leaves
+	 * after the commit of the claim, whose flush covers them, unless that
+	 * session itself commits asynchronously.)
+	 */
+	XLogFlush(GetXLogInsertRecPtr());
+
+	batch->message_cxt = AllocSetContextCreate(cxt, "outbox remote message",
+											   ALLOCSET_DEFAULT_SIZES);
+	batch->topic = pstrdup(route->topic);
+	batch->server = pstrdup(route->server);
+	batch->command = pstrdup(route->command);
+	batch->route_created_at = route->created_at;
+	batch->role = obx_route_creator(route, &batch->no_creator);
+
+	/*
+	 * A route made by an ordinary role must not borrow the remote server's
+	 * own identity (trust or peer authentication): its connection must
+	 * authenticate with a password, the rule of dblink and postgres_fdw.
+	 */
+	batch->needs_password = !OidIsValid(batch->role) || !superuser_arg(batch->role);
+	batch->owner = DatumGetTextPCopy(PointerGetDatum(req->owner));
+	batch->lease_us = (int64) req->lease_seconds * USECS_PER_SEC;
+	batch->consecutive_failures = route->consecutive_failures;
+	batch->paused_until = route->paused_until;
+	MemoryContextSwitchTo(old);
+	return batch;
+}
+
+/*
+ * The role whose credentials deliver a remote route: the role that made it.
+ * Its user mapping gives the credentials and its USAGE on the server is
+ * checked again at each delivery (RemoteResolve), so revoking that USAGE or
+ * dropping that mapping stops the route; whoever delivers (the worker's
+ * role, the caller of drain_once) lends nothing of its own.  Returns
+ * InvalidOid, with the condition in *error, if the role is gone (dropped or
+ * renamed since).
+ */
+static Oid
+obx_route_creator(const OutboxRoute *route, OutboxError *error)
+{
+	Oid			creator = get_role_oid(route->created_by, true);
+
+	if (!OidIsValid(creator))
+	{
+		OutboxErrorSet(error, ERRCODE_UNDEFINED_OBJECT,
+					   "role \"%s\" that made the route of topic \"%s\" does not exist",
+					   route->created_by, route->topic);
+		OutboxErrorHint(error, "Make the route again with outbox.route_remote.");
+	}
+	return creator;
+}
+
+
+/* The topic of the batch's route. */
+const char *
+RemoteBatchTopic(RemoteBatch *batch)
+{
+	return batch->topic;
+}
+
+/*
+ * Note how the last call ended, and start the call of the next message
+ * that has time left in its lease.  Returns that call, still running, or
+ * NULL when the batch is through (RemoteBatchFinish records it then).
+ * Runs in a transaction: the call reads the catalogs as it starts.
+ */
+RemoteCall *
+RemoteBatchNext(RemoteBatch *batch)
+{
+	MemoryContext old = MemoryContextSwitchTo(batch->cxt);
+	RemoteCall *call = NULL;
+
+	if (batch->call != NULL)
+		obx_call_ended(batch);
+
+	while (call == NULL && batch->next < list_length(batch->messages))
+	{
+		ClaimedMessage *m = list_nth(batch->messages, batch->next++);
+		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz deadline;
+
+		CHECK_FOR_INTERRUPTS();
+
+		deadline = Min(TimestampTzPlusMilliseconds(now, outbox_remote_timeout_ms),
+					   Min(now + batch->lease_us / 2,
+						   m->leased_until - LEASE_MARGIN_US));
+
+		/* too late in the lease, or the route was paused meanwhile */
+		if (deadline <= now || batch->paused_until > now)
+			batch->late = lappend(batch->late, &m->id);
+		else
+			call = obx_start_call(batch, m, deadline);
+	}
+
+	MemoryContextSwitchTo(old);
+	return call;
+}
+
+/*
+ * Start the call of message m, its envelope and call in the message's
+ * memory context.  Returns the call while it runs; NULL when it ended at
+ * once (its outcome noted).
+ */
+static RemoteCall *
+obx_start_call(RemoteBatch *batch, ClaimedMessage *m, TimestampTz deadline)
+{
+	OutboxError failure;
+	const OutboxError *error;
+	bool		ok = true;
+
+	MemoryContextReset(batch->message_cxt);
+	MemoryContextSwitchTo(batch->message_cxt);
+	batch->current = m;
+	if (!OidIsValid(batch->role))
+	{
+		failure = batch->no_creator;
+		ok = false;
+	}
+	else
+	{
+		/* refused by its sizes before it is built: see EnvelopeText */
+		char	   *envelope = EnvelopeText(&m->id, m->event_type,
+											m->created_at, m->payload,
+											OUTBOX_REMOTE_MAX_BYTES, &failure);
+
+		if (envelope == NULL)
+			ok = false;
+		else
+			batch->call = RemoteCallStart(batch->server, batch->role,
+										  batch->needs_password, batch->command,
+										  envelope, batch->topic, deadline);
+	}
+	MemoryContextSwitchTo(batch->cxt);
+
+	if (!ok)
+	{
+		obx_failed(batch, OutboxErrorText(&failure));
+		return NULL;
+	}
+	if (RemoteCallOutcome(batch->call, &error) == REMOTE_PENDING)
+		return batch->call;
+	obx_call_ended(batch);
+	return NULL;
+}
+
+/*
+ * Note the outcome of the call that ended: the message is done or failed,
+ * and the breaker counts it.
+ */
+static void
+obx_call_ended(RemoteBatch *batch)
+{
+	const OutboxError *error;
+	RemoteOutcome outcome = RemoteCallOutcome(batch->call, &error);
+
+	Assert(outcome != REMOTE_PENDING);
+	if (outcome == REMOTE_DELIVERED)
+	{
+		batch->done = lappend(batch->done, &batch->current->id);
+		obx_breaker_count(batch, false, NULL);
+	}
+	else
+	{
+		char	   *text = OutboxErrorText(error);
+
+		obx_failed(batch, text);
+		obx_breaker_count(batch, outcome == REMOTE_UNREACHABLE, text);
+	}
+	batch->call = NULL;
+	batch->current = NULL;
+}
+
+/* The current message failed with error (kept in the batch's context). */
+static void
+obx_failed(RemoteBatch *batch, char *error)
+{
+	BatchFailure *f = palloc(sizeof(BatchFailure));
+
+	f->id = &batch->current->id;
+	f->error = error;
+	batch->failures = lappend(batch->failures, f);
+}
+
+/*
+ * Count a call's outcome in the route's breaker: one more unreachable call
+ * in a row, pausing the route at outbox.remote_pause_after of them, or the
+ * end of the count.
+ */
+static void
+obx_breaker_count(RemoteBatch *batch, bool unreachable, const char *error)
+{
+	int			pauses;
+
+	if (!unreachable)
+	{
+		if (batch->consecutive_failures > 0 || batch->paused_until != DT_NOBEGIN)
+			batch->breaker_changed = true;
+		batch->consecutive_failures = 0;
+		batch->paused_until = DT_NOBEGIN;
+		return;
+	}
+
+	batch->breaker_changed = true;
+	batch->consecutive_failures++;
+	batch->last_failure = pstrdup(error);
+	pauses = batch->consecutive_failures - outbox_remote_pause_after + 1;
+	if (pauses > 0)
+		batch->paused_until = GetCurrentTimestamp() +
+			BackoffDelaySeconds(pauses, outbox_backoff_seconds,
+								outbox_backoff_max_seconds) * USECS_PER_SEC;
+}
+
+/*
+ * Record the outcomes of a batch that is through: fail each failure with
+ * its error, complete what was delivered, release what came too late, and
+ * store the route's breaker if it changed.  Adds to *delivered and *failed
+ * and frees the batch.  Runs in a transaction, as the extension owner.
+ */
+void
+RemoteBatchFinish(RemoteBatch *batch, int64 *delivered, int64 *failed)
+{
+	MemoryContext old = MemoryContextSwitchTo(batch->cxt);
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+
+	Assert(batch->call == NULL);
+	foreach(lc, batch->failures)
+	{
+		BatchFailure *f = (BatchFailure *) lfirst(lc);
+
+		if (StoreFail(f->id, batch->owner,
+					  ClipErrorText(f->error, strlen(f->error)), now))
+			(*failed)++;
+	}
+	if (batch->done != NIL)
+		*delivered += StoreCompleteMany(DatumGetArrayTypeP(obx_uuid_array(batch->done)),
+										batch->owner, now);
+	if (batch->late != NIL)
+		StoreRelease(DatumGetArrayTypeP(obx_uuid_array(batch->late)),
+					 batch->owner);
+	if (batch->breaker_changed)
+		StoreRouteSetBreaker(batch->topic, batch->route_created_at,
+							 batch->consecutive_failures, batch->paused_until,
+							 batch->last_failure == NULL ? NULL :
+							 ClipErrorText(batch->last_failure,
+										   strlen(batch->last_failure)));
+
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(batch->cxt);
+}
+
+/* A uuid[] datum of the ids in the list (of pg_uuid_t pointers). */
+static Datum
+obx_uuid_array(List *ids)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(ids), 1));
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, ids)
+		elems[n++] = UUIDPGetDatum((pg_uuid_t *) lfirst(lc));
+	return PointerGetDatum(construct_array(elems, n, UUIDOID, UUID_LEN, false,
+										   TYPALIGN_CHAR));
+}

@@ -1,0 +1,272 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_drain_wait.c
+ *		The drain worker's remote batches in flight, and its wait between
+ *		rounds, which serves their calls and its latch at once.
+ *
+ * A round claims a batch of each remote route (outbox_drain.c) and leaves
+ * it here.  The worker's wait for its next round is one WaitEventSet over
+ * its latch and the socket of every call in flight, with the earliest of
+ * their deadlines as timeout.  Each call takes a step when its socket is
+ * ready or its deadline passes.  A batch whose call has ended, or that has
+ * none yet, lands: in a short transaction the outcome is noted and the
+ * batch's next call started, or the batch is recorded when it is through.
+ * (The first call starts in a transaction after the claim's: a message
+ * that takes the worker down has its attempt counted, and ends dead.)  No transaction stays open while the worker waits, so a commit
+ * that wakes it runs the next round at once, NOTIFY batches included,
+ * whatever the remote servers do; and the calls of different routes never
+ * wait for one another.  What a remote server can still cost the others
+ * is a host name lookup (libpq resolves names before connecting, and
+ * blocks while it does: give hostaddr) and a cancel request after a
+ * timeout (libpq 15 sends it blocking, to a server that answered moments
+ * before).
+ *
+ * When a batch lands the wait ends, so that a round launches the route's
+ * next batch: a route is left alone by the rounds while it flies.
+ *
+ * Glossary:
+ *	flight		a remote batch and its call in progress
+ *	landing		taking a flight whose call ended a step further, in a
+ *				transaction
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "outbox.h"
+#include "outbox_drain_int.h"
+
+/* how soon a flight that could not land (tables locked) tries again */
+#define OBX_LAND_RETRY_MS	100
+
+/* a remote batch in flight */
+typedef struct Flight
+{
+	RemoteBatch *batch;
+	RemoteCall *call;			/* NULL before the first one; running, or
+								 * ended and waiting to land */
+	int			ready;			/* socket events the last wait reported */
+} Flight;
+
+static MemoryContext obx_flight_cxt = NULL; /* the flights and their batches */
+static MemoryContext obx_wait_cxt = NULL;	/* one wait's wait set, reset */
+static List *obx_flights = NIL;
+static int64 obx_delivered = 0;		/* outcomes recorded since the last round */
+static int64 obx_failed = 0;
+
+static bool obx_wait_once(TimestampTz end);
+static bool obx_land(void);
+
+/* The memory context that batches in flight live in. */
+MemoryContext
+DrainFlightContext(void)
+{
+	if (obx_flight_cxt == NULL)
+	{
+		obx_flight_cxt = AllocSetContextCreate(TopMemoryContext,
+											   "outbox remote batches in flight",
+											   ALLOCSET_DEFAULT_SIZES);
+		obx_wait_cxt = AllocSetContextCreate(TopMemoryContext,
+											 "outbox drain wait",
+											 ALLOCSET_SMALL_SIZES);
+	}
+	return obx_flight_cxt;
+}
+
+/* Whether a batch of the route of topic is in flight. */
+bool
+DrainFlying(const char *topic)
+{
+	ListCell   *lc;
+
+	foreach(lc, obx_flights)
+	{
+		Flight	   *f = (Flight *) lfirst(lc);
+
+		if (strcmp(RemoteBatchTopic(f->batch), topic) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Leave a claimed batch in flight; it must live in DrainFlightContext().
+ * Its first call starts when it first lands.
+ */
+void
+DrainFly(RemoteBatch *batch)
+{
+	MemoryContext old = MemoryContextSwitchTo(DrainFlightContext());
+	Flight	   *f = palloc0(sizeof(Flight));
+
+	f->batch = batch;
+	obx_flights = lappend(obx_flights, f);
+	MemoryContextSwitchTo(old);
+}
+
+/* Add the outcomes recorded by landings since the last call. */
+void
+DrainFlightCounts(int64 *delivered, int64 *failed)
+{
+	*delivered += obx_delivered;
+	*failed += obx_failed;
+	obx_delivered = 0;
+	obx_failed = 0;
+}
+
+/*
+ * The drain worker's wait for its next round: until its latch is set, the
+ * timeout passes or a batch has landed, serving the calls in flight
+ * meanwhile.  Then takes any interrupt.
+ */
+void
+DrainWait(long timeout_ms)
+{
+	TimestampTz end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  timeout_ms);
+
+	(void) DrainFlightContext();
+	for (;;)
+	{
+		bool		woken = obx_wait_once(end);
+		bool		landed = obx_land();
+
+		if (woken || landed || GetCurrentTimestamp() >= end)
+			break;
+	}
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * Wait once, on the latch and the sockets of the calls in flight, until
+ * end or the earliest of their deadlines; then step every call, with the
+ * events its socket reported (none: it only looks at its deadline).
+ * Returns whether the latch was set; it is reset then, before the work
+ * that follows, as WorkerWait does.
+ */
+static bool
+obx_wait_once(TimestampTz end)
+{
+	int			size = list_length(obx_flights) + 2;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz until = end;
+	WaitEventSet *set;
+	WaitEvent  *occurred;
+	ListCell   *lc;
+	bool		woken = false;
+	int			n;
+
+	/* nothing in flight: the latch's own wait set, as WorkerWait */
+	if (obx_flights == NIL)
+	{
+		if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					  TimestampDifferenceMilliseconds(now, end),
+					  PG_WAIT_EXTENSION) & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			woken = true;
+		}
+		return woken;
+	}
+
+	MemoryContextReset(obx_wait_cxt);
+	set = CreateWaitEventSet(obx_wait_cxt, size);
+	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	foreach(lc, obx_flights)
+	{
+		Flight	   *f = (Flight *) lfirst(lc);
+		pgsocket	sock;
+		int			events;
+
+		f->ready = 0;
+		if (f->call == NULL)	/* its first call is to start */
+		{
+			until = now;
+			continue;
+		}
+		events = RemoteCallSocket(f->call, &sock);
+		if (events == 0)		/* ended: it could not land, try again */
+			until = Min(until, TimestampTzPlusMilliseconds(now, OBX_LAND_RETRY_MS));
+		else if (sock == PGINVALID_SOCKET)	/* its next step ends it */
+			until = now;
+		else
+		{
+			AddWaitEventToSet(set, events, sock, NULL, f);
+			until = Min(until, RemoteCallDeadline(f->call));
+		}
+	}
+
+	occurred = palloc(sizeof(WaitEvent) * size);
+	n = WaitEventSetWait(set, TimestampDifferenceMilliseconds(now, until),
+						 occurred, size, PG_WAIT_EXTENSION);
+	FreeWaitEventSet(set);
+
+	for (int i = 0; i < n; i++)
+	{
+		if (occurred[i].events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			woken = true;
+		}
+		else if (occurred[i].user_data != NULL)
+			((Flight *) occurred[i].user_data)->ready = occurred[i].events;
+	}
+
+	foreach(lc, obx_flights)
+	{
+		Flight	   *f = (Flight *) lfirst(lc);
+
+		if (f->call != NULL)
+			RemoteCallStep(f->call, f->ready);
+	}
+	return woken;
+}
+
+/*
+ * Land every flight whose call has ended (or that has none yet), each in a
+ * transaction of its own: start the batch's next call, or record the batch
+ * when it is through.  A flight that cannot take the tables' locks now stays for the
+ * next wait.  Returns whether a batch is through.
+ */
+static bool
+obx_land(void)
+{
+	bool		landed = false;
+	ListCell   *lc;
+
+	foreach(lc, obx_flights)
+	{
+		Flight	   *f = (Flight *) lfirst(lc);
+		const OutboxError *error;
+		SavedIdentity save;
+
+		if (f->call != NULL &&
+			RemoteCallOutcome(f->call, &error) == REMOTE_PENDING)
+			continue;
+		if (!DrainBeginLocked("delivering to a remote server", obx_wait_cxt))
+			continue;
+		IdentityBecomeExtensionOwner(&save);
+		f->call = RemoteBatchNext(f->batch);
+		if (f->call == NULL)
+			RemoteBatchFinish(f->batch, &obx_delivered, &obx_failed);
+		IdentityRestore(&save);
+		DrainCommit();
+		pgstat_report_activity(STATE_IDLE, NULL);
+
+		if (f->call == NULL)
+		{
+			obx_flights = foreach_delete_current(obx_flights, lc);
+			pfree(f);
+			landed = true;
+		}
+	}
+	return landed;
+}

@@ -100,4 +100,21 @@ sub scram_node
 	return $node;
 }
 
+# In database $db of $node, the extension and a dblink_fdw server $server
+# for database $target of the same cluster, with a user mapping for the
+# current (bootstrap) user.
+sub remote_server
+{
+	my ($node, $db, $server, $target) = @_;
+	my ($host, $port) = ($node->host, $node->port);
+	my $su = $node->safe_psql($db, 'SELECT current_user');
+	$node->safe_psql($db, qq{
+		CREATE EXTENSION krizaka_outbox;
+		CREATE EXTENSION dblink;
+		CREATE SERVER $server FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$host', port '$port', dbname '$target');
+		CREATE USER MAPPING FOR $su SERVER $server OPTIONS (user '$su');
+	});
+	return;
+}
+
 1;

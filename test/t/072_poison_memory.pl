@@ -35,8 +35,6 @@ outbox.worker_naptime_ms = 60000
 shared_buffers = 16MB
 });
 $node->start;
-my $su = $node->safe_psql('postgres', 'SELECT current_user');
-my ($host, $port) = ($node->host, $node->port);
 
 # sink: the remote database.  app: served by the worker.  manual: no worker,
 # delivered by drain_once alone.
@@ -51,13 +49,8 @@ $node->safe_psql('sink', q{
 my $insert = q{INSERT INTO public.received (id, topic, n) VALUES (($1->>'id')::uuid, $2, ($1->'payload'->>'n')::int)};
 for my $db ('app', 'manual')
 {
-	$node->safe_psql($db, qq{
-		CREATE EXTENSION krizaka_outbox;
-		CREATE EXTENSION dblink;
-		CREATE SERVER sink FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$host', port '$port', dbname 'sink');
-		CREATE USER MAPPING FOR $su SERVER sink OPTIONS (user '$su');
-		SELECT outbox.route_remote('orders_$db', 'sink', } . lit($insert) . q{);
-	});
+	remote_server($node, $db, 'sink', 'sink');
+	$node->safe_psql($db, "SELECT outbox.route_remote('orders_$db', 'sink', " . lit($insert) . ')');
 }
 ok($node->poll_query_until('app',
 	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'krizaka_outbox worker' AND datname = 'app'}),

@@ -14,7 +14,7 @@ use PostgreSQL::Test::Cluster;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node);
+our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node remote_server);
 
 # Quote a string as an SQL literal.
 sub lit

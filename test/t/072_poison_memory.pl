@@ -21,20 +21,15 @@ use OutboxTest;
 # text and libpq's copy of that text.
 my $bound_kb = 64 * 1024;
 
-my $node = PostgreSQL::Test::Cluster->new('poison');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'krizaka_outbox'
-outbox.worker_databases = 'app'
-# three attempts a second or two apart; a lease that a 20 MB message fits in
+# Three attempts a second or two apart, a lease that a 20 MB message fits
+# in, and few shared pages, which the measure of private memory counts
+# against it.
+my $node = worker_node('poison', 'app', q{
 outbox.max_attempts = 3
 outbox.backoff_seconds = 1
 outbox.lease_seconds = 30
-outbox.worker_naptime_ms = 60000
-# few shared pages, which the measure of private memory counts against it
 shared_buffers = 16MB
 });
-$node->start;
 
 # sink: the remote database.  app: served by the worker.  manual: no worker,
 # delivered by drain_once alone.
@@ -270,8 +265,11 @@ $node->safe_psql('app', q{
 	SELECT outbox.route_remote('big', 'sink',
 		'INSERT INTO public.big_received (id, len) VALUES (($1->>''id'')::uuid, length($1->>''payload''))');
 });
+my $sessions = q{SELECT count(*) FROM pg_stat_activity WHERE datname = 'sink' AND application_name = 'krizaka_outbox'};
+is($node->safe_psql('sink', $sessions), '1', 'the worker keeps its connection to the remote server between messages');
 $start = peak_start($pid);
 ok(deliver_large('big', 5, 20_000_000), 'five 20 MB payloads are delivered to the remote server');
+ok(wait_for($node, 'sink', $sessions, '0', 10), 'but not a connection that carried 20 MB in one message');
 is($node->safe_psql('sink', q{SELECT count(*), min(len), max(len) FROM big_received}), '5|20000000|20000000',
 	'whole');
 cmp_ok(peak_private($pid, $start), '<', $bound_kb + 3 * 20000000 / 1024,

@@ -16,6 +16,7 @@
 #define OUTBOX_DELIVERY_H
 
 #include "datatype/timestamp.h"
+#include "utils/memutils.h"
 
 #include "outbox_error.h"
 
@@ -35,7 +36,14 @@ extern void CheckChannel(text *channel);
 extern bool NotifyDeliver(const char *channel, struct ClaimedMessage *m,
 						  OutboxError *error);
 
-/* remote routes (outbox_remote_check.c, outbox_remote_command.c) */
+/*
+ * remote routes (outbox_remote_check.c, outbox_remote_command.c)
+ *
+ * The envelope travels as a parameter in one protocol message, which a
+ * server accepts up to 1 GB; the rest of that message (the topic, the
+ * lengths) takes far less than the 64 kB kept for it.
+ */
+#define OUTBOX_REMOTE_MAX_BYTES		((int) (MaxAllocSize - 1) - 65536)
 extern void RemoteCheckCommand(const char *command);
 extern void RemoteCheckRoute(const char *server_name, Oid creator);
 

@@ -16,10 +16,13 @@
  * timing out is paused by its circuit breaker (outbox_drain_remote.c).
  *
  * Nothing in delivery raises an error for bad data or a failing server:
- * the envelope's timestamp is checked first, a broken channel or server
- * becomes the failure of the message, and the others go on.  So no
- * subtransaction is needed.  Errors that do escape (an interrupt, memory
- * exhaustion) abort the whole batch.
+ * an envelope that cannot be made (its timestamp, its size as jsonb or as
+ * text, all judged before it is built), a broken channel or server becomes
+ * the failure of that message, and the others go on.  So no subtransaction
+ * is needed.  Errors that do escape (an interrupt, memory exhaustion)
+ * abort the whole batch.  A batch holds its payloads as stored; each
+ * message's envelope is made in turn, detoasting its payload only if it
+ * may be sent whole.
  *
  * drain_once runs all of this inside its caller's transaction, one batch of
  * outbox.batch_size per topic, waiting for each remote call in turn.

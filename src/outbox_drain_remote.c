@@ -277,18 +277,19 @@ obx_start_call(RemoteBatch *batch, ClaimedMessage *m, TimestampTz deadline)
 		failure = batch->no_creator;
 		ok = false;
 	}
-	else if (!EnvelopeCheckTimestamp(m->created_at, &failure))
-		ok = false;
 	else
 	{
-		Jsonb	   *env = BuildEnvelope(&m->id, m->event_type,
-										m->created_at, m->payload);
+		/* refused by its sizes before it is built: see EnvelopeText */
+		char	   *envelope = EnvelopeText(&m->id, m->event_type,
+											m->created_at, m->payload,
+											OUTBOX_REMOTE_MAX_BYTES, &failure);
 
-		batch->call = RemoteCallStart(batch->server, batch->role,
-									  batch->needs_password, batch->command,
-									  JsonbToCString(NULL, &env->root,
-													 VARSIZE(env)),
-									  batch->topic, deadline);
+		if (envelope == NULL)
+			ok = false;
+		else
+			batch->call = RemoteCallStart(batch->server, batch->role,
+										  batch->needs_password, batch->command,
+										  envelope, batch->topic, deadline);
 	}
 	MemoryContextSwitchTo(batch->cxt);
 

@@ -16,8 +16,8 @@
 
 extern Jsonb *BuildEnvelope(pg_uuid_t *id, text *event_type, TimestampTz created_at,
 							Jsonb *payload);
-extern Jsonb *BuildTruncatedEnvelope(pg_uuid_t *id, text *event_type,
-									 TimestampTz created_at);
+extern char *EnvelopeText(pg_uuid_t *id, text *event_type, TimestampTz created_at,
+						  Datum payload, int max_len, OutboxError *error);
 extern bool EnvelopeCheckTimestamp(TimestampTz ts, OutboxError *error);
 
 #endif							/* OUTBOX_ENVELOPE_H */

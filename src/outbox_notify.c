@@ -15,7 +15,6 @@
 #include "postgres.h"
 
 #include "commands/async.h"
-#include "utils/jsonb.h"
 
 #include "outbox.h"
 #include "outbox_delivery.h"
@@ -59,15 +58,16 @@ CheckChannel(text *channel)
  * Queue the envelope of m on channel; it is sent when the transaction
  * commits.  Returns false with the condition in *error, raising nothing,
  * when the message cannot be sent (a channel made invalid by hand in
- * outbox.routes, a created_at no envelope can carry).  A payload too large
- * for a notification is never turned into text whole: its size in jsonb
- * already tells that it cannot fit.
+ * outbox.routes, a created_at no envelope can carry).  An envelope whose
+ * text would not fit in a notification goes without its payload; one whose
+ * payload is over sixteen times the limit is known not to fit from its
+ * size alone, and that payload is never detoasted (see EnvelopeText).
  */
 bool
 NotifyDeliver(const char *channel, ClaimedMessage *m, OutboxError *error)
 {
-	Jsonb	   *env;
-	char	   *payload = NULL;
+	OutboxError too_long;
+	char	   *envelope;
 	size_t		len = strlen(channel);
 
 	if (len == 0)
@@ -85,23 +85,14 @@ NotifyDeliver(const char *channel, ClaimedMessage *m, OutboxError *error)
 	if (!EnvelopeCheckTimestamp(m->created_at, error))
 		return false;
 
-	/*
-	 * jsonb never takes more than about six times the size of its text (an
-	 * array of small numbers comes closest), so a payload over sixteen times
-	 * the limit cannot fit once written out
-	 */
-	if (VARSIZE(m->payload) <= 16 * OUTBOX_NOTIFY_MAX_BYTES)
-	{
-		env = BuildEnvelope(&m->id, m->event_type, m->created_at, m->payload);
-		payload = JsonbToCString(NULL, &env->root, VARSIZE(env));
-		if (strlen(payload) > OUTBOX_NOTIFY_MAX_BYTES)
-			payload = NULL;
-	}
-	if (payload == NULL)
-	{
-		env = BuildTruncatedEnvelope(&m->id, m->event_type, m->created_at);
-		payload = JsonbToCString(NULL, &env->root, VARSIZE(env));
-	}
-	Async_Notify(channel, payload);
+	envelope = EnvelopeText(&m->id, m->event_type, m->created_at, m->payload,
+							OUTBOX_NOTIFY_MAX_BYTES, &too_long);
+	if (envelope == NULL)
+		envelope = EnvelopeText(&m->id, m->event_type, m->created_at,
+								(Datum) 0, OUTBOX_NOTIFY_MAX_BYTES, error);
+	if (envelope == NULL)
+		return false;
+	Async_Notify(channel, envelope);
+	pfree(envelope);
 	return true;
 }

@@ -8,7 +8,9 @@
  * The command runs remotely as one statement in autocommit mode with
  * $1 = the envelope (jsonb) and $2 = the topic (text), sent as typed
  * parameters on a cached connection of the route's server and the
- * delivering role.
+ * delivering role.  Only how it ended matters, so its results are read in
+ * single-row mode and each is freed at once: a command that returns a
+ * million rows holds one of them at a time.
  *
  * A call is a small state machine: connecting (when no cached connection
  * can carry it), running (the command sent, its results awaited), and
@@ -41,15 +43,24 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "outbox.h"
 #include "outbox_delivery.h"
 #include "outbox_remote_int.h"
 
 #define OBX_CANCEL_WAIT_MS		250		/* grace for a cancelled command to end */
+
+/*
+ * libpq grows a connection's buffers to its largest message and never
+ * shrinks them; a connection that carried a message larger than this is
+ * closed when its call ends, so that an idle worker keeps no such buffer.
+ */
+#define OBX_KEEP_BUFFER_BYTES	(1024 * 1024)
 
 /* where a call is */
 typedef enum ObxPhase
@@ -73,6 +84,7 @@ typedef struct ObxResults
 {
 	bool		ok;				/* the last result was a success */
 	OutboxError error;			/* the first failure, if any */
+	size_t		largest;		/* bytes of the largest message, either way */
 } ObxResults;
 
 /* one message's delivery: see the header comment */
@@ -115,6 +127,8 @@ static void obx_end(RemoteCall *call, RemoteOutcome outcome);
 static ObxWaitStatus obx_collect(RemoteCall *call, int ready);
 static bool obx_take_result(PGconn *conn, PGresult *res,
 							const char *servername, ObxResults *results);
+static size_t obx_result_bytes(const PGresult *res);
+static char *obx_clip(const char *s);
 static void obx_command_timed_out(OutboxError *error, const char *servername,
 								  long elapsed_ms);
 static void obx_remote_error(PGconn *conn, const PGresult *res,
@@ -363,6 +377,7 @@ obx_send(RemoteCall *call)
 	call->input_failed = false;
 	call->results.ok = false;
 	OutboxErrorClear(&call->results.error);
+	call->results.largest = strlen(call->envelope);
 
 	if (GetCurrentTimestamp() >= call->deadline)
 	{
@@ -379,6 +394,9 @@ obx_send(RemoteCall *call)
 		return;
 	}
 	call->entry->busy = true;
+	if (!PQsetSingleRowMode(conn))
+		elog(DEBUG1, "could not set single-row mode on the connection to server \"%s\"",
+			 call->dest.servername);
 	obx_running(call, 0);
 }
 
@@ -514,6 +532,8 @@ obx_end(RemoteCall *call, RemoteOutcome outcome)
 	if (call->entry != NULL)
 	{
 		call->entry->busy = false;
+		if (call->results.largest > OBX_KEEP_BUFFER_BYTES)
+			RemoteConnClose(call->entry);
 		RemoteConnRelease(call->entry);
 	}
 	call->entry = NULL;
@@ -569,8 +589,11 @@ obx_take_result(PGconn *conn, PGresult *res, const char *servername,
 
 	PG_TRY();
 	{
+		results->largest = Max(results->largest, obx_result_bytes(res));
 		switch (PQresultStatus(res))
 		{
+			case PGRES_SINGLE_TUPLE:
+				break;			/* a row, read only to be freed */
 			case PGRES_COMMAND_OK:
 			case PGRES_TUPLES_OK:
 				results->ok = !OutboxErrorIsSet(&results->error);
@@ -603,10 +626,42 @@ obx_take_result(PGconn *conn, PGresult *res, const char *servername,
 	return usable;
 }
 
+/*
+ * About the bytes a result took in libpq's input buffer: its row's values,
+ * or its error message.
+ */
+static size_t
+obx_result_bytes(const PGresult *res)
+{
+	size_t		bytes = strlen(PQresultErrorMessage(res));
+	int			row;
+	int			col;
+
+	for (row = 0; row < PQntuples(res); row++)
+		for (col = 0; col < PQnfields(res); col++)
+			bytes += PQgetlength(res, row, col);
+	return bytes;
+}
+
 /* ---------------------------------------------------------------------
  * Conditions of a running command
  * ---------------------------------------------------------------------
  */
+
+/*
+ * A copy of a remote text cut to what last_error keeps, on a character
+ * boundary (the connection's client_encoding is the database's): a remote
+ * error may quote the whole envelope.
+ */
+static char *
+obx_clip(const char *s)
+{
+	size_t		len = strlen(s);
+
+	if (len > OUTBOX_ERROR_MAX_BYTES)
+		len = pg_mbcliplen(s, len, OUTBOX_ERROR_MAX_BYTES);
+	return pnstrdup(s, len);
+}
 
 /* The condition of a command that ran out of time. */
 static void
@@ -622,7 +677,8 @@ obx_command_timed_out(OutboxError *error, const char *servername,
  * The condition of a failed remote command: the remote SQLSTATE and
  * primary message, its detail and hint, and a context naming the server
  * (after the remote context, if any).  Without a SQLSTATE the failure was
- * the connection's.  The remote texts are kept as they are.
+ * the connection's.  The remote texts are kept as they are, up to what
+ * last_error keeps of each.
  */
 static void
 obx_remote_error(PGconn *conn, const PGresult *res, const char *servername,
@@ -640,17 +696,17 @@ obx_remote_error(PGconn *conn, const PGresult *res, const char *servername,
 							 sqlstate[3], sqlstate[4]);
 
 	if (primary != NULL)
-		OutboxErrorSet(error, code, "%s", primary);
+		OutboxErrorSet(error, code, "%s", obx_clip(primary));
 	else
 		obx_libpq_message(error, code, conn,
 						  "could not obtain message string for remote error");
 	if (detail != NULL)
-		OutboxErrorDetail(error, "%s", detail);
+		OutboxErrorDetail(error, "%s", obx_clip(detail));
 	if (hint != NULL)
-		OutboxErrorHint(error, "%s", hint);
+		OutboxErrorHint(error, "%s", obx_clip(hint));
 	if (context != NULL)
 		OutboxErrorContext(error, "%s\nremote command on server \"%s\"",
-						   context, servername);
+						   obx_clip(context), servername);
 	else
 		obx_command_context(error, servername);
 }

@@ -33,14 +33,21 @@ typedef struct ClaimRequest
 	TimestampTz now;
 } ClaimRequest;
 
-/* what delivery needs of a claimed message */
+/*
+ * What delivery needs of a claimed message.  The payload is held as it is
+ * stored, not detoasted: inline (perhaps compressed) it is part of a row
+ * that fits in one page; larger, it is an 18-byte pointer to its TOAST
+ * value.  So a batch of n messages holds at most n pages of payload, and
+ * delivery detoasts one payload at a time, and only the ones it sends
+ * whole (see EnvelopeText).
+ */
 typedef struct ClaimedMessage
 {
 	pg_uuid_t	id;
 	text	   *topic;
 	text	   *event_type;
 	TimestampTz created_at;
-	Jsonb	   *payload;
+	Datum		payload;		/* jsonb as stored; perhaps a TOAST pointer */
 	int			attempts;
 	TimestampTz leased_until;
 } ClaimedMessage;

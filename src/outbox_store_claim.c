@@ -27,6 +27,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/timestamp.h"
 
 #include "outbox_spi.h"
@@ -233,7 +234,11 @@ static void obx_list_sink(ClaimSink *sink, List **messages);
 static int	obx_sink_rows(ClaimSink *sink, int ncols, int *dead);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
 
-/* Copy the fields delivery needs out of a claimed row, in the current context. */
+/*
+ * Copy the fields delivery needs out of a claimed row, in the current
+ * context.  The payload is copied as stored, never detoasted here: see
+ * ClaimedMessage.
+ */
 static ClaimedMessage *
 obx_claimed_message(Datum *vals, bool *isnull, const int *attno)
 {
@@ -243,7 +248,7 @@ obx_claimed_message(Datum *vals, bool *isnull, const int *attno)
 	m->topic = DatumGetTextPCopy(vals[attno[COL_TOPIC]]);
 	m->event_type = DatumGetTextPCopy(vals[attno[COL_EVENT_TYPE]]);
 	m->created_at = DatumGetTimestampTz(vals[attno[COL_CREATED_AT]]);
-	m->payload = DatumGetJsonbPCopy(vals[attno[COL_PAYLOAD]]);
+	m->payload = datumCopy(vals[attno[COL_PAYLOAD]], false, -1);
 	m->attempts = DatumGetInt32(vals[attno[COL_ATTEMPTS]]);
 	m->leased_until = isnull[attno[COL_LEASED_UNTIL]] ? DT_NOBEGIN :
 		DatumGetTimestampTz(vals[attno[COL_LEASED_UNTIL]]);

@@ -14,7 +14,7 @@ use PostgreSQL::Test::Cluster;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node);
+our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node remote_server);
 
 # Quote a string as an SQL literal.
 sub lit
@@ -98,6 +98,23 @@ sub scram_node
 	close $hba;
 	$node->reload;
 	return $node;
+}
+
+# In database $db of $node, the extension and a dblink_fdw server $server
+# for database $target of the same cluster, with a user mapping for the
+# current (bootstrap) user.
+sub remote_server
+{
+	my ($node, $db, $server, $target) = @_;
+	my ($host, $port) = ($node->host, $node->port);
+	my $su = $node->safe_psql($db, 'SELECT current_user');
+	$node->safe_psql($db, qq{
+		CREATE EXTENSION krizaka_outbox;
+		CREATE EXTENSION dblink;
+		CREATE SERVER $server FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$host', port '$port', dbname '$target');
+		CREATE USER MAPPING FOR $su SERVER $server OPTIONS (user '$su');
+	});
+	return;
 }
 
 1;

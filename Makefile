@@ -21,6 +21,7 @@ OBJS = \
 	src/outbox_remote_check.o \
 	src/outbox_remote_command.o \
 	src/outbox_remote_conn.o \
+	src/outbox_remote_errors.o \
 	src/outbox_shmem.o \
 	src/outbox_spi.o \
 	src/outbox_store.o \

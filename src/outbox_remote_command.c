@@ -43,7 +43,6 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/syscache.h"
@@ -128,16 +127,6 @@ static ObxWaitStatus obx_collect(RemoteCall *call, int ready);
 static bool obx_take_result(PGconn *conn, PGresult *res,
 							const char *servername, ObxResults *results);
 static size_t obx_result_bytes(const PGresult *res);
-static char *obx_clip(const char *s);
-static void obx_command_timed_out(OutboxError *error, const char *servername,
-								  long elapsed_ms);
-static void obx_remote_error(PGconn *conn, const PGresult *res,
-							 const char *servername, OutboxError *error);
-static void obx_connection_error(PGconn *conn, const char *servername,
-								 OutboxError *error);
-static void obx_libpq_message(OutboxError *error, int sqlerrcode,
-							  PGconn *conn, const char *fallback);
-static void obx_command_context(OutboxError *error, const char *servername);
 
 /* ---------------------------------------------------------------------
  * The calls
@@ -381,7 +370,7 @@ obx_send(RemoteCall *call)
 
 	if (GetCurrentTimestamp() >= call->deadline)
 	{
-		obx_command_timed_out(&call->error, call->dest.servername,
+		RemoteCommandTimedOut(&call->error, call->dest.servername,
 							  RemoteElapsedMs(call->start));
 		obx_end(call, REMOTE_UNREACHABLE);
 		return;
@@ -389,7 +378,7 @@ obx_send(RemoteCall *call)
 
 	if (!PQsendQueryParams(conn, call->command, 2, types, values, NULL, NULL, 0))
 	{
-		obx_connection_error(conn, call->dest.servername, &call->error);
+		RemoteCommandConnectionError(conn, call->dest.servername, &call->error);
 		obx_broken(call, false);
 		return;
 	}
@@ -435,7 +424,7 @@ obx_timed_out(RemoteCall *call)
 	}
 
 	call->entry->busy = false;
-	obx_command_timed_out(&call->error, call->dest.servername,
+	RemoteCommandTimedOut(&call->error, call->dest.servername,
 						  call->elapsed_ms);
 	RemoteConnClose(call->entry);
 	obx_end(call, REMOTE_UNREACHABLE);
@@ -453,7 +442,7 @@ obx_finished(RemoteCall *call, ObxWaitStatus status)
 		bool		ok = (status == OBX_WAIT_DONE && call->results.ok);
 
 		if (!ok)
-			obx_command_timed_out(&call->error, call->dest.servername,
+			RemoteCommandTimedOut(&call->error, call->dest.servername,
 								  call->elapsed_ms);
 		RemoteConnClose(call->entry);
 		obx_end(call, ok ? REMOTE_DELIVERED : REMOTE_UNREACHABLE);
@@ -467,7 +456,7 @@ obx_finished(RemoteCall *call, ObxWaitStatus status)
 		if (answered)
 			call->error = call->results.error;
 		else
-			obx_connection_error(conn, call->dest.servername, &call->error);
+			RemoteCommandConnectionError(conn, call->dest.servername, &call->error);
 		obx_broken(call, answered);
 		return;
 	}
@@ -483,7 +472,7 @@ obx_finished(RemoteCall *call, ObxWaitStatus status)
 	{
 		OutboxErrorSet(&call->error, ERRCODE_PROTOCOL_VIOLATION,
 					   "remote command returned no result");
-		obx_command_context(&call->error, call->dest.servername);
+		RemoteCommandContext(&call->error, call->dest.servername);
 	}
 	if (PQstatus(conn) != CONNECTION_OK ||
 		PQtransactionStatus(conn) != PQTRANS_IDLE)
@@ -606,14 +595,14 @@ obx_take_result(PGconn *conn, PGresult *res, const char *servername,
 				{
 					OutboxErrorSet(&results->error, ERRCODE_FEATURE_NOT_SUPPORTED,
 								   "remote command started a COPY, which a route cannot serve");
-					obx_command_context(&results->error, servername);
+					RemoteCommandContext(&results->error, servername);
 				}
 				usable = false;
 				break;
 			default:
 				results->ok = false;
 				if (!OutboxErrorIsSet(&results->error))
-					obx_remote_error(conn, res, servername, &results->error);
+					RemoteCommandError(conn, res, servername, &results->error);
 				break;
 		}
 	}
@@ -641,102 +630,4 @@ obx_result_bytes(const PGresult *res)
 		for (col = 0; col < PQnfields(res); col++)
 			bytes += PQgetlength(res, row, col);
 	return bytes;
-}
-
-/* ---------------------------------------------------------------------
- * Conditions of a running command
- * ---------------------------------------------------------------------
- */
-
-/*
- * A copy of a remote text cut to what last_error keeps, on a character
- * boundary (the connection's client_encoding is the database's): a remote
- * error may quote the whole envelope.
- */
-static char *
-obx_clip(const char *s)
-{
-	size_t		len = strlen(s);
-
-	if (len > OUTBOX_ERROR_MAX_BYTES)
-		len = pg_mbcliplen(s, len, OUTBOX_ERROR_MAX_BYTES);
-	return pnstrdup(s, len);
-}
-
-/* The condition of a command that ran out of time. */
-static void
-obx_command_timed_out(OutboxError *error, const char *servername,
-					  long elapsed_ms)
-{
-	OutboxErrorSet(error, ERRCODE_QUERY_CANCELED,
-				   "remote command timed out after %ld ms on server \"%s\"",
-				   elapsed_ms, servername);
-}
-
-/*
- * The condition of a failed remote command: the remote SQLSTATE and
- * primary message, its detail and hint, and a context naming the server
- * (after the remote context, if any).  Without a SQLSTATE the failure was
- * the connection's.  The remote texts are kept as they are, up to what
- * last_error keeps of each.
- */
-static void
-obx_remote_error(PGconn *conn, const PGresult *res, const char *servername,
-				 OutboxError *error)
-{
-	const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-	const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
-	const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
-	const char *context = PQresultErrorField(res, PG_DIAG_CONTEXT);
-	int			code = ERRCODE_CONNECTION_FAILURE;
-
-	if (sqlstate != NULL && strlen(sqlstate) == 5)
-		code = MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2],
-							 sqlstate[3], sqlstate[4]);
-
-	if (primary != NULL)
-		OutboxErrorSet(error, code, "%s", obx_clip(primary));
-	else
-		obx_libpq_message(error, code, conn,
-						  "could not obtain message string for remote error");
-	if (detail != NULL)
-		OutboxErrorDetail(error, "%s", obx_clip(detail));
-	if (hint != NULL)
-		OutboxErrorHint(error, "%s", obx_clip(hint));
-	if (context != NULL)
-		OutboxErrorContext(error, "%s\nremote command on server \"%s\"",
-						   obx_clip(context), servername);
-	else
-		obx_command_context(error, servername);
-}
-
-/* The condition of a connection that failed while a command was under way. */
-static void
-obx_connection_error(PGconn *conn, const char *servername, OutboxError *error)
-{
-	obx_libpq_message(error, ERRCODE_CONNECTION_FAILURE, conn,
-					  "connection to the remote server failed");
-	obx_command_context(error, servername);
-}
-
-/*
- * Set the condition to what libpq last said about conn, or to fallback
- * when it said nothing.
- */
-static void
-obx_libpq_message(OutboxError *error, int sqlerrcode, PGconn *conn,
-				  const char *fallback)
-{
-	char	   *message = pchomp(PQerrorMessage(conn));
-
-	OutboxErrorSet(error, sqlerrcode, "%s",
-				   message[0] != '\0' ? message : fallback);
-}
-
-/* Name the server whose command met the condition. */
-static void
-obx_command_context(OutboxError *error, const char *servername)
-{
-	OutboxErrorContext(error, "remote command on server \"%s\"", servername);
 }

@@ -124,6 +124,15 @@ extern void RemoteWaitsEnd(void);
 extern int	RemoteWait(PGconn *conn, int events, TimestampTz deadline);
 extern void RemoteCancel(PGconn *conn, const char *servername, bool report);
 
+/* the conditions a remote command ends with (outbox_remote_errors.c) */
+extern void RemoteCommandTimedOut(OutboxError *error, const char *servername,
+								  long elapsed_ms);
+extern void RemoteCommandError(PGconn *conn, const PGresult *res,
+							   const char *servername, OutboxError *error);
+extern void RemoteCommandConnectionError(PGconn *conn, const char *servername,
+										 OutboxError *error);
+extern void RemoteCommandContext(OutboxError *error, const char *servername);
+
 /* Milliseconds since start. */
 static inline long
 RemoteElapsedMs(TimestampTz start)

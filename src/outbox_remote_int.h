@@ -14,6 +14,8 @@
  *	outbox_remote_command.c	a RemoteCall: the delivery of one message as a
  *							state machine that never blocks, and reading
  *							its outcome
+ *	outbox_remote_errors.c	the conditions a command ends with: timeout,
+ *							remote error, lost connection
  *
  *-------------------------------------------------------------------------
  */

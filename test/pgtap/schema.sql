@@ -7,7 +7,7 @@ SELECT plan(107);
 
 -- the extension: version 1.1, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'), '1.1', 'version 1.1');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'), '1.2', 'version 1.2');
 SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'krizaka_outbox'),
           'pg_catalog', 'recorded in pg_catalog, its objects in its own schema outbox (as pg_cron does)');
 SELECT ok(NOT (SELECT extrelocatable FROM pg_extension WHERE extname = 'krizaka_outbox'), 'not relocatable');

@@ -1,0 +1,429 @@
+/* krizaka_outbox--1.2.sql: version 1.2 of the extension */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION krizaka_outbox" to load this file. \quit
+
+/*
+ * The schema belongs to the extension, and to the superuser who installs it.
+ * An existing schema named outbox is refused (CREATE SCHEMA fails): its
+ * owner could otherwise rename it and put objects of their own under the
+ * names the SECURITY DEFINER functions use.
+ */
+CREATE SCHEMA outbox;
+
+/*
+ * outbox.message: one row per event.  The table is a queue: every row is
+ * inserted once, updated by claim (attempts, lease), then once more by
+ * complete or fail, and finally deleted by purge.
+ *
+ * fillfactor 70 leaves room on each page for the new versions that claim
+ * and complete write, so that they stay on the page of the message.  The
+ * low autovacuum thresholds keep the partial indexes free of dead entries,
+ * which claim would otherwise step over on every call.
+ */
+CREATE TABLE outbox.message (
+    id            uuid        NOT NULL,
+    topic         text        NOT NULL,
+    event_type    text        NOT NULL,
+    payload       jsonb       NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    available_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    attempts      integer     NOT NULL DEFAULT 0,
+    leased_until  timestamptz,
+    lease_owner   text,
+    delivered_at  timestamptz,
+    dead_at       timestamptz,
+    last_error    text,
+    CONSTRAINT message_pkey PRIMARY KEY (id)
+) WITH (
+    fillfactor = 70,
+    autovacuum_vacuum_scale_factor = 0.02,
+    autovacuum_vacuum_threshold = 500,
+    autovacuum_vacuum_insert_scale_factor = 0.05,
+    autovacuum_analyze_scale_factor = 0.05
+);
+
+/*
+ * The due index holds only messages that are neither delivered nor dead, so
+ * the cost of claim does not grow with the history kept until purge.  It
+ * gives a topic's claim order (available_at, id) directly; a claim across
+ * all topics merges the topics' orders (see outbox_store.c) rather than pay
+ * for a second index on every append.
+ */
+CREATE INDEX message_due_topic_idx ON outbox.message (topic, available_at, id)
+    WHERE delivered_at IS NULL AND dead_at IS NULL;
+
+/*
+ * The leased messages, so that claim finds the leases that expired on
+ * their last allowed attempt without reading the due ones.  complete, fail
+ * and release clear leased_until, so this index holds only messages in
+ * flight.  The statements run with generic plans, which cannot look at
+ * how many leases there are; the predicate names a condition that only the
+ * statements looking for leases state, so that complete, fail and extend go
+ * by the primary key whatever their number.
+ */
+CREATE INDEX message_leased_idx ON outbox.message (leased_until)
+    WHERE leased_until OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz
+      AND delivered_at IS NULL AND dead_at IS NULL;
+
+/*
+ * Delivered and dead messages have partial indexes of their own, so that
+ * purge and topic_stats read the finished rows, and only those, without
+ * touching the table (topic is included for an index-only count).
+ */
+CREATE INDEX message_delivered_idx ON outbox.message (delivered_at) INCLUDE (topic)
+    WHERE delivered_at IS NOT NULL;
+CREATE INDEX message_dead_idx ON outbox.message (dead_at) INCLUDE (topic)
+    WHERE dead_at IS NOT NULL;
+
+COMMENT ON TABLE outbox.message IS
+    'Outbox messages: appended in the writer''s transaction, delivered at least once after commit.';
+
+/*
+ * outbox.processed: the markers behind consume_once.  Insert-only until
+ * purge, so the default fillfactor fits.
+ */
+CREATE TABLE outbox.processed (
+    consumer      text        NOT NULL,
+    message_id    uuid        NOT NULL,
+    processed_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT processed_pkey PRIMARY KEY (consumer, message_id)
+);
+
+COMMENT ON TABLE outbox.processed IS
+    'Markers of consume_once: one row per (consumer, message id) whose effect committed.';
+
+-- pg_dump keeps the rows of both tables
+SELECT pg_catalog.pg_extension_config_dump('outbox.message', '');
+SELECT pg_catalog.pg_extension_config_dump('outbox.processed', '');
+
+/*
+ * Functions.  The C code runs every statement schema-qualified; the fixed
+ * search_path is a second guard against objects a caller puts in front.
+ * Functions that touch the tables are SECURITY DEFINER so that a role
+ * granted EXECUTE needs no table privilege.
+ */
+CREATE FUNCTION outbox.append(
+    topic text,
+    type text,
+    payload jsonb,
+    id uuid DEFAULT NULL,
+    available_at timestamptz DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'outbox_append'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz) IS
+    'Public: append one message in the caller''s transaction; idempotent when an id is given. Returns the message id.';
+
+CREATE FUNCTION outbox.append_batch(
+    topic text,
+    type text,
+    payloads jsonb[])
+RETURNS SETOF uuid
+AS 'MODULE_PATHNAME', 'outbox_append_batch'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.append_batch(text, text, jsonb[]) IS
+    'Public: append one message per array element, in array order, in the caller''s transaction. Returns the new ids.';
+
+CREATE FUNCTION outbox.claim(
+    owner text,
+    topic text DEFAULT NULL,
+    batch_size integer DEFAULT NULL,
+    lease_seconds integer DEFAULT NULL)
+RETURNS SETOF outbox.message
+AS 'MODULE_PATHNAME', 'outbox_claim'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.claim(text, text, integer, integer) IS
+    'Public: lease up to batch_size due messages to owner, oldest first; marks dead the messages whose last allowed lease expired.';
+
+CREATE FUNCTION outbox.complete(id uuid, owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'outbox_complete'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.complete(uuid, text) IS
+    'Public: mark a message delivered if owner holds its lease. Returns false and changes nothing otherwise.';
+
+CREATE FUNCTION outbox.complete_many(ids uuid[], owner text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'outbox_complete_many'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.complete_many(uuid[], text) IS
+    'Public: mark delivered the messages of ids whose lease owner holds. Returns how many were marked.';
+
+CREATE FUNCTION outbox.fail(id uuid, owner text, error text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'outbox_fail'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.fail(uuid, text, text) IS
+    'Public: record a failed delivery by the lease owner: back off exponentially, or mark dead after outbox.max_attempts.';
+
+CREATE FUNCTION outbox.extend(id uuid, owner text, lease_seconds integer DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'outbox_extend'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.extend(uuid, text, integer) IS
+    'Public: push the lease of a message owner holds to now + lease_seconds (a heartbeat for slow deliveries).';
+
+CREATE FUNCTION outbox.retry_dead(id uuid)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'outbox_retry_dead'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.retry_dead(uuid) IS
+    'Public: give a dead message another life: attempts 0, available now.';
+
+CREATE FUNCTION outbox.retry_dead_topic(topic text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'outbox_retry_dead_topic'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.retry_dead_topic(text) IS
+    'Public: give every dead message of a topic another life. Returns how many were revived.';
+
+CREATE FUNCTION outbox.purge(older_than interval DEFAULT NULL, max_rows bigint DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'outbox_purge'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.purge(interval, bigint) IS
+    'Public: delete delivered and dead messages and consume_once markers older than the horizon (default outbox.retention_days). Returns the number of messages deleted.';
+
+CREATE FUNCTION outbox.consume_once(consumer text, message_id uuid)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'outbox_consume_once'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.consume_once(text, uuid) IS
+    'Public: record that consumer processed message_id, in the caller''s transaction. True the first time, false after.';
+
+CREATE FUNCTION outbox.envelope(m outbox.message)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'outbox_envelope'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION outbox.envelope(outbox.message) IS
+    'Public: the wire envelope of a message: {id, type, occurredAt, payload}.';
+
+CREATE FUNCTION outbox.envelope_by_id(id uuid)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'outbox_envelope_by_id'
+LANGUAGE C STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.envelope_by_id(uuid) IS
+    'Public: the wire envelope of the message with this id, or NULL when there is none.';
+
+/*
+ * outbox.routes: where the background worker and drain_once deliver a
+ * topic.  One route per topic: a NOTIFY channel, or a command run on a
+ * remote PostgreSQL database named by a foreign server (credentials come
+ * from the user mapping of the delivering role, never from this table).
+ * The last three columns are the circuit breaker of a remote route,
+ * written by delivery when it changes: calls in a row that found the
+ * server unreachable, the pause they caused, and the last such failure.
+ */
+CREATE TABLE outbox.routes (
+    topic       text        NOT NULL,
+    target      text        NOT NULL,
+    channel     text,
+    server      name,
+    command     text,
+    created_by  name        NOT NULL DEFAULT CURRENT_USER,
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    paused_until          timestamptz,
+    consecutive_failures  integer     NOT NULL DEFAULT 0,
+    last_failure          text,
+    CONSTRAINT routes_pkey PRIMARY KEY (topic),
+    CONSTRAINT routes_target_check CHECK (
+        (target OPERATOR(pg_catalog.=) 'notify' AND channel IS NOT NULL
+            AND server IS NULL AND command IS NULL)
+        OR (target OPERATOR(pg_catalog.=) 'remote' AND channel IS NULL
+            AND server IS NOT NULL AND command IS NOT NULL))
+);
+
+COMMENT ON TABLE outbox.routes IS
+    'Delivery routes: one per topic, to a NOTIFY channel or to a command on a remote PostgreSQL server.';
+
+SELECT pg_catalog.pg_extension_config_dump('outbox.routes', '');
+
+/*
+ * outbox.topic_stats: per topic, the messages due now, delayed (backoff or
+ * available_at in the future), leased, dead and delivered, the age of the
+ * oldest message not yet delivered, and until when the circuit breaker of
+ * the topic's route pauses it.  Each count reads one partial index.
+ */
+CREATE VIEW outbox.topic_stats AS
+WITH pending AS (
+    SELECT m.topic,
+           pg_catalog.count(*) FILTER (
+               WHERE m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+                 AND (m.leased_until IS NULL
+                      OR m.leased_until OPERATOR(pg_catalog.<=) pg_catalog.now())) AS due,
+           pg_catalog.count(*) FILTER (
+               WHERE m.available_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS delayed,
+           pg_catalog.count(*) FILTER (
+               WHERE m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+                 AND m.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()) AS leased,
+           pg_catalog.min(m.created_at) AS oldest_created_at
+      FROM outbox.message m
+     WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+     GROUP BY m.topic
+), dead AS (
+    SELECT m.topic, pg_catalog.count(*) AS dead
+      FROM outbox.message m
+     WHERE m.dead_at IS NOT NULL
+     GROUP BY m.topic
+), delivered AS (
+    SELECT m.topic, pg_catalog.count(*) AS delivered
+      FROM outbox.message m
+     WHERE m.delivered_at IS NOT NULL
+     GROUP BY m.topic
+)
+SELECT t.topic,
+       COALESCE(p.due, 0) AS due,
+       COALESCE(p.delayed, 0) AS delayed,
+       COALESCE(p.leased, 0) AS leased,
+       COALESCE(d.dead, 0) AS dead,
+       COALESCE(v.delivered, 0) AS delivered,
+       CASE WHEN pg_catalog.isfinite(p.oldest_created_at)
+            THEN pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_created_at
+       END AS oldest_undelivered_age,
+       r.paused_until
+  FROM (SELECT topic FROM pending UNION SELECT topic FROM dead
+        UNION SELECT topic FROM delivered) t
+  LEFT JOIN pending p ON p.topic OPERATOR(pg_catalog.=) t.topic
+  LEFT JOIN dead d ON d.topic OPERATOR(pg_catalog.=) t.topic
+  LEFT JOIN delivered v ON v.topic OPERATOR(pg_catalog.=) t.topic
+  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) t.topic;
+
+COMMENT ON VIEW outbox.topic_stats IS
+    'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, and the pause of its route.';
+
+CREATE FUNCTION outbox.route_notify(topic text, channel text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_route_notify'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.route_notify(text, text) IS
+    'Public: deliver topic by pg_notify(channel, envelope); replaces the topic''s route.';
+
+/*
+ * route_remote and drain_once run as their caller: the caller's privileges
+ * on the foreign server and its user mapping decide the remote connection.
+ * They switch to the extension's owner only for statements on the outbox
+ * tables.
+ */
+CREATE FUNCTION outbox.route_remote(topic text, server name, command text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_route_remote'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.route_remote(text, name, text) IS
+    'Public: deliver topic by running command on the foreign server, with $1 = envelope (jsonb) and $2 = topic; replaces the topic''s route.';
+
+CREATE FUNCTION outbox.unroute(topic text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'outbox_unroute'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.unroute(text) IS
+    'Public: remove the route of topic. Returns false when it had none.';
+
+CREATE FUNCTION outbox.drain_once(topic text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'outbox_drain_once'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.drain_once(text) IS
+    'Public: one round of delivery through the routes of topic, or of every routed topic; returns the number delivered. For pg_cron and other schedulers.';
+
+CREATE FUNCTION outbox.worker_status(
+    OUT datname name,
+    OUT pid integer,
+    OUT state text,
+    OUT started_at timestamptz,
+    OUT last_round_at timestamptz,
+    OUT delivered bigint,
+    OUT failed bigint,
+    OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'outbox_worker_status'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION outbox.worker_status() IS
+    'Public: the background drain workers, one row per database they serve (needs shared_preload_libraries).';
+
+/*
+ * Privileges.  Nothing is open to PUBLIC: the database owner grants EXECUTE
+ * per role (writers, workers, operators; see the README).  A database owner
+ * who is not a superuser receives the grant option to do so.
+ */
+REVOKE ALL ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox FROM PUBLIC;
+
+-- Default privileges the installing role set up must not open the tables
+-- or the functions to anyone: only the owner keeps rights.
+DO $do$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT g.objects, g.grantee
+          FROM (SELECT 'ALL TABLES IN SCHEMA' AS objects, a.grantee, c.relowner AS owner
+                  FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+                 WHERE c.relnamespace OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
+                UNION ALL
+                SELECT 'ALL FUNCTIONS IN SCHEMA', a.grantee, p.proowner
+                  FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+                 WHERE p.pronamespace OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
+                UNION ALL
+                SELECT 'SCHEMA', a.grantee, n.nspowner
+                  FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+                 WHERE n.oid OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace) g
+         WHERE g.grantee OPERATOR(pg_catalog.<>) g.owner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s outbox FROM %s', r.objects,
+            CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END);
+    END LOOP;
+END
+$do$;
+
+DO $do$
+DECLARE
+    dbowner name;
+BEGIN
+    SELECT r.rolname INTO dbowner
+      FROM pg_catalog.pg_database d
+      JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) d.datdba
+     WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+       AND NOT r.rolsuper;
+    IF FOUND THEN
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA outbox TO %I WITH GRANT OPTION', dbowner);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA outbox TO %I WITH GRANT OPTION', dbowner);
+        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats TO %I WITH GRANT OPTION', dbowner);
+    END IF;
+END
+$do$;

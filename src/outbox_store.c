@@ -33,6 +33,7 @@
 #include "outbox_backoff.h"
 #include "outbox_spi.h"
 #include "outbox_store.h"
+#include "outbox_stream.h"
 
 /* The ownership test shared by complete, fail, extend and release */
 #define LEASE_HELD_BY_OWNER \
@@ -41,20 +42,24 @@
 
 /* The columns an append writes, from the parameters of obx_append_args */
 #define APPEND_INSERT \
-	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at) "
+	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at," \
+	" deferred) "
+
+#define APPEND_ARGTYPES \
+	7, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID}
 
 /* A new id cannot conflict: no ON CONFLICT, no speculative insertion */
 static SavedStatement stmt_append_new = {
-	APPEND_INSERT "VALUES ($1, $2, $3, $4, $5, $6)",
+	APPEND_INSERT "VALUES ($1, $2, $3, $4, $5, $6, $7)",
 	SPI_OK_INSERT,
-	6, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+	APPEND_ARGTYPES,
 	OBX_SCANS_ANY
 };
 
 static SavedStatement stmt_append = {
-	APPEND_INSERT "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+	APPEND_INSERT "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING",
 	SPI_OK_INSERT,
-	6, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+	APPEND_ARGTYPES,
 	OBX_SCANS_ANY
 };
 
@@ -67,7 +72,7 @@ static SavedStatement stmt_append_same = {
 };
 
 static SavedStatement stmt_append_batch = {
-	APPEND_INSERT "SELECT u.id, $2, $3, u.payload, $5, $6 "
+	APPEND_INSERT "SELECT u.id, $2, $3, u.payload, $5, $6, false "
 	"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($4)) WITH ORDINALITY AS u(id, payload, n) "
 	"ORDER BY u.n",
 	SPI_OK_INSERT,
@@ -98,7 +103,7 @@ static SavedStatement stmt_fail_lock = {
 /* $3 is the next available_at (NULL when dead), $4 dead_at (NULL unless dead) */
 static SavedStatement stmt_fail_update = {
 	"UPDATE outbox.message SET leased_until = NULL, last_error = $2,"
-	" available_at = COALESCE($3, available_at), dead_at = $4 "
+	" available_at = COALESCE($3, available_at), dead_at = $4, deferred = true "
 	"WHERE id OPERATOR(pg_catalog.=) $1",
 	SPI_OK_UPDATE,
 	4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
@@ -132,7 +137,7 @@ static SavedStatement stmt_undeliver = {
 /* Revive: $2 is the new available_at */
 #define RETRY_DEAD_SET \
 	"UPDATE outbox.message SET dead_at = NULL, attempts = 0, available_at = $2," \
-	" leased_until = NULL "
+	" leased_until = NULL, deferred = true "
 
 static SavedStatement stmt_retry_dead = {
 	RETRY_DEAD_SET
@@ -199,6 +204,28 @@ static SavedStatement stmt_envelope_by_id = {
 };
 
 /*
+ * The same read in the stream (when the library is preloaded): a deferred
+ * message's available_at or lease end, or the end of a lease of a fresh
+ * message at or after the claim position $3, where the leases that claims
+ * have not yet passed are.
+ */
+static SavedStatement stmt_next_due_stream = {
+	"SELECT LEAST("
+	" (SELECT pg_catalog.min(GREATEST(available_at, leased_until))"
+	"  FROM outbox.message"
+	"  WHERE deferred AND topic OPERATOR(pg_catalog.=) $1"
+	"  AND delivered_at IS NULL AND dead_at IS NULL"
+	"  AND GREATEST(available_at, leased_until) OPERATOR(pg_catalog.>) $2),"
+	" (SELECT pg_catalog.min(GREATEST(available_at, leased_until))"
+	"  FROM outbox.message"
+	"  WHERE topic OPERATOR(pg_catalog.=) $1 AND seq OPERATOR(pg_catalog.>=) $3"
+	"  AND NOT deferred AND delivered_at IS NULL AND dead_at IS NULL"
+	"  AND GREATEST(available_at, leased_until) OPERATOR(pg_catalog.>) $2))",
+	SPI_OK_SELECT,
+	3, {TEXTOID, TIMESTAMPTZOID, INT8OID}
+};
+
+/*
  * When the next message of a topic becomes due: the first one delayed into
  * the future (first entry after now in the due index), or the end of the
  * earliest valid lease (a short range: leased messages are due ones).
@@ -221,21 +248,27 @@ static SavedStatement stmt_next_due = {
 
 static void obx_append_args(Datum *args, text *topic, text *event_type,
 							Jsonb *payload, pg_uuid_t *id,
-							TimestampTz available_at);
+							TimestampTz available_at, bool deferred);
 static int64 obx_purge_table(SavedStatement *scan, SavedStatement *del,
 							 TimestampTz horizon, int64 max_rows);
 
-/* The parameters of the single-message appends. */
+/*
+ * The parameters of the single-message appends; deferred when the caller
+ * gave available_at (see the deferred column).  Every append of a
+ * transaction first lets the stream record it (StreamNoteAppend).
+ */
 static void
 obx_append_args(Datum *args, text *topic, text *event_type, Jsonb *payload,
-				pg_uuid_t *id, TimestampTz available_at)
+				pg_uuid_t *id, TimestampTz available_at, bool deferred)
 {
+	StreamNoteAppend();
 	args[0] = UUIDPGetDatum(id);
 	args[1] = PointerGetDatum(topic);
 	args[2] = PointerGetDatum(event_type);
 	args[3] = JsonbPGetDatum(payload);
 	args[4] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	args[5] = TimestampTzGetDatum(available_at);
+	args[6] = BoolGetDatum(deferred);
 }
 
 /*
@@ -250,12 +283,13 @@ obx_append_args(Datum *args, text *topic, text *event_type, Jsonb *payload,
  */
 void
 StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
-			TimestampTz available_at)
+			TimestampTz available_at, bool deferred)
 {
-	Datum		args[6];
+	Datum		args[7];
 	int			tries;
 
-	obx_append_args(args, topic, event_type, payload, id, available_at);
+	obx_append_args(args, topic, event_type, payload, id, available_at,
+					deferred);
 
 	SpiConnect();
 	for (tries = 0;; tries++)
@@ -291,11 +325,12 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 /* Insert one message whose id was just generated, so cannot conflict. */
 void
 StoreAppendNew(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
-			   TimestampTz available_at)
+			   TimestampTz available_at, bool deferred)
 {
-	Datum		args[6];
+	Datum		args[7];
 
-	obx_append_args(args, topic, event_type, payload, id, available_at);
+	obx_append_args(args, topic, event_type, payload, id, available_at,
+					deferred);
 	(void) SpiRun(&stmt_append_new, args, NULL);
 }
 
@@ -309,6 +344,7 @@ StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 {
 	Datum		args[6];
 
+	StreamNoteAppend();
 	args[0] = PointerGetDatum(ids);
 	args[1] = PointerGetDatum(topic);
 	args[2] = PointerGetDatum(event_type);
@@ -582,13 +618,17 @@ StoreEnvelopeById(pg_uuid_t *id, EnvelopeRow *row)
 TimestampTz
 StoreNextDue(text *topic, TimestampTz now)
 {
-	Datum		args[2];
+	Datum		args[3];
 	Datum		next;
 	bool		isnull;
+	bool		stream = StreamAvailable();
 
 	args[0] = PointerGetDatum(topic);
 	args[1] = TimestampTzGetDatum(now);
-	if (!SpiRunFirstRow(&stmt_next_due, args, NULL, &next, &isnull, 1) ||
+	if (stream)
+		args[2] = Int64GetDatum(StreamPositionGet(topic));
+	if (!SpiRunFirstRow(stream ? &stmt_next_due_stream : &stmt_next_due,
+						args, NULL, &next, &isnull, 1) ||
 		isnull)
 		return DT_NOEND;
 	return DatumGetTimestampTz(next);

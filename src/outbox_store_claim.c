@@ -25,8 +25,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
-#include "access/xact.h"
-#include "access/xlog.h"
+#include "miscadmin.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -65,6 +64,30 @@ static SavedStatement stmt_dead_mark_topic = {
 	DEAD_MARK_SET " AND c.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED))",
 	SPI_OK_UPDATE,
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
+};
+
+/*
+ * The same in the stream of a topic: its deferred messages, and its fresh
+ * ones from the claim position $4 on (leased messages hold the position
+ * back, so every lease of a fresh message is there).
+ */
+static SavedStatement stmt_dead_mark_stream = {
+	"UPDATE outbox.message m SET dead_at = $2, leased_until = NULL,"
+	" last_error = " LEASE_EXPIRED_ERROR("$3") " "
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+	" SELECT d.id FROM (SELECT c.id FROM outbox.message c"
+	"  WHERE c.deferred AND c.topic OPERATOR(pg_catalog.=) $1"
+	"  AND c.delivered_at IS NULL AND c.dead_at IS NULL"
+	"  AND c.leased_until OPERATOR(pg_catalog.<=) $2 AND c.attempts OPERATOR(pg_catalog.>=) $3"
+	"  FOR UPDATE SKIP LOCKED) d"
+	" UNION ALL"
+	" SELECT f.id FROM (SELECT c.id FROM outbox.message c"
+	"  WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.>=) $4"
+	"  AND NOT c.deferred AND c.delivered_at IS NULL AND c.dead_at IS NULL"
+	"  AND c.leased_until OPERATOR(pg_catalog.<=) $2 AND c.attempts OPERATOR(pg_catalog.>=) $3"
+	"  FOR UPDATE SKIP LOCKED) f))",
+	SPI_OK_UPDATE,
+	4, {TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID}
 };
 
 static SavedStatement stmt_dead_mark_any = {
@@ -309,6 +332,7 @@ static void obx_list_sink(ClaimSink *sink, List **messages);
 static int	obx_sink_rows(ClaimSink *sink, int ncols, int *dead);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
 static int64 obx_stream_position(text *topic);
+static void obx_dead_mark_stream(const ClaimRequest *req, Datum *position);
 
 /*
  * Copy the fields delivery needs out of a claimed row, in the current
@@ -430,17 +454,12 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 
 	SpiConnect();
 
-	/*
-	 * Reading the stream, the claim itself marks the expired last attempts
-	 * it meets; otherwise they are marked first, through the lease index.
-	 */
+	/* first, the expired last attempts of the topic(s) */
+	args[2] = args[5];
 	if (stream)
-		args[6] = Int64GetDatum(obx_stream_position(req->topic));
+		obx_dead_mark_stream(req, &args[6]);
 	else
-	{
-		args[2] = args[5];
 		(void) SpiExecute(mark, args, nulls, false, 0);
-	}
 
 	for (;;)
 	{
@@ -459,12 +478,28 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 }
 
 /*
+ * Mark dead the expired last attempts of req's topic, in its stream from
+ * its claim position, which is moved forward first and set in *position.
+ */
+static void
+obx_dead_mark_stream(const ClaimRequest *req, Datum *position)
+{
+	Datum		args[4];
+
+	*position = Int64GetDatum(obx_stream_position(req->topic));
+	args[0] = PointerGetDatum(req->topic);
+	args[1] = TimestampTzGetDatum(req->now);
+	args[2] = Int32GetDatum(req->max_attempts);
+	args[3] = *position;
+	(void) SpiExecute(&stmt_dead_mark_stream, args, NULL, false, 0);
+}
+
+/*
  * The claim position of topic, moved forward first as far as it may go:
  * over the messages finished or deferred in committed state, up to the
  * horizon of appends in progress (see outbox_stream.c).  The horizon is
  * taken before the snapshot of that search, so every message below it is
- * visible to the search or never will be.  A transaction that cannot
- * write leaves the position where it is.  Called in an SPI connection.
+ * visible to the search or never will be.  Called in an SPI connection.
  */
 static int64
 obx_stream_position(text *topic)
@@ -475,9 +510,7 @@ obx_stream_position(text *topic)
 	bool		forward = true;
 	Datum		args[3];
 
-	if (XactReadOnly || RecoveryInProgress())
-		return position;
-
+	PreventCommandIfReadOnly("UPDATE");
 	horizon = StreamHorizon();
 	if (position > horizon)
 	{
@@ -561,7 +594,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = TimestampTzGetDatum(req->now);
 		args[5] = Int32GetDatum(req->max_attempts);
-		args[6] = Int64GetDatum(obx_stream_position(req->topic));
+		obx_dead_mark_stream(req, &args[6]);
 		(void) SpiExecute(&stmt_claim_stream_delivered, args, NULL, false, 0);
 		n = obx_sink_rows(&sink, NUM_CLAIM_COLS, &dead);
 	}

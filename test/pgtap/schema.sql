@@ -235,10 +235,10 @@ SELECT columns_are('outbox', 'topic_stats',
 -- pg_dump keeps the rows of both tables
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c
                  WHERE e.extname = 'krizaka_outbox' ORDER BY 1),
-          ARRAY['outbox.message', 'outbox.processed', 'outbox.routes'],
-          'the three tables are registered with pg_extension_config_dump');
+          ARRAY['outbox.message', 'outbox.message_seq', 'outbox.processed', 'outbox.routes'],
+          'the three tables and the sequence of positions are registered with pg_extension_config_dump');
 SELECT is((SELECT extcondition FROM pg_extension WHERE extname = 'krizaka_outbox'),
-          ARRAY['', '', ''],
+          ARRAY['', '', '', ''],
           'with no condition: every row is dumped');
 
 -- everything in the schema belongs to the extension; the schema does not

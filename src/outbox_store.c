@@ -205,10 +205,14 @@ static SavedStatement stmt_envelope_by_id = {
 
 /*
  * The same read in the stream (when the library is preloaded): a deferred
- * message's available_at or lease end, or the end of a lease of a fresh
- * message at or after the claim position $3, where the leases that claims
- * have not yet passed are.
+ * message's available_at or lease end (their index), or the lease end of
+ * one of the first STREAM_NEXT_DUE_WINDOW fresh messages from the claim
+ * position $3, where the leases that hold the position back are.  A round
+ * of the worker has claimed every fresh message due, so what lies beyond
+ * that window is due now or not at all.
  */
+#define STREAM_NEXT_DUE_WINDOW "1000"
+
 static SavedStatement stmt_next_due_stream = {
 	"SELECT LEAST("
 	" (SELECT pg_catalog.min(GREATEST(available_at, leased_until))"
@@ -216,11 +220,11 @@ static SavedStatement stmt_next_due_stream = {
 	"  WHERE deferred AND topic OPERATOR(pg_catalog.=) $1"
 	"  AND delivered_at IS NULL AND dead_at IS NULL"
 	"  AND GREATEST(available_at, leased_until) OPERATOR(pg_catalog.>) $2),"
-	" (SELECT pg_catalog.min(GREATEST(available_at, leased_until))"
-	"  FROM outbox.message"
-	"  WHERE topic OPERATOR(pg_catalog.=) $1 AND seq OPERATOR(pg_catalog.>=) $3"
-	"  AND NOT deferred AND delivered_at IS NULL AND dead_at IS NULL"
-	"  AND GREATEST(available_at, leased_until) OPERATOR(pg_catalog.>) $2))",
+	" (SELECT pg_catalog.min(w.due) FILTER (WHERE w.due OPERATOR(pg_catalog.>) $2) FROM"
+	"  (SELECT GREATEST(available_at, leased_until) AS due FROM outbox.message"
+	"   WHERE topic OPERATOR(pg_catalog.=) $1 AND seq OPERATOR(pg_catalog.>=) $3"
+	"   AND NOT deferred AND pg_catalog.num_nulls(delivered_at, dead_at) OPERATOR(pg_catalog.=) 2"
+	"   ORDER BY seq LIMIT " STREAM_NEXT_DUE_WINDOW ") w))",
 	SPI_OK_SELECT,
 	3, {TEXTOID, TIMESTAMPTZOID, INT8OID}
 };

@@ -67,27 +67,24 @@ static SavedStatement stmt_dead_mark_topic = {
 };
 
 /*
- * The same in the stream of a topic: its deferred messages, and its fresh
- * ones from the claim position $4 on (leased messages hold the position
- * back, so every lease of a fresh message is there).
+ * A message of alias a in the stream is neither delivered nor dead.  Said
+ * so that it implies nothing about the partial indexes of pending
+ * messages: the planner must read the stream index from the claim
+ * position, never the pending messages from the start of the topic.
  */
-static SavedStatement stmt_dead_mark_stream = {
-	"UPDATE outbox.message m SET dead_at = $2, leased_until = NULL,"
-	" last_error = " LEASE_EXPIRED_ERROR("$3") " "
-	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
-	" SELECT d.id FROM (SELECT c.id FROM outbox.message c"
-	"  WHERE c.deferred AND c.topic OPERATOR(pg_catalog.=) $1"
-	"  AND c.delivered_at IS NULL AND c.dead_at IS NULL"
-	"  AND c.leased_until OPERATOR(pg_catalog.<=) $2 AND c.attempts OPERATOR(pg_catalog.>=) $3"
-	"  FOR UPDATE SKIP LOCKED) d"
-	" UNION ALL"
-	" SELECT f.id FROM (SELECT c.id FROM outbox.message c"
-	"  WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.>=) $4"
-	"  AND NOT c.deferred AND c.delivered_at IS NULL AND c.dead_at IS NULL"
-	"  AND c.leased_until OPERATOR(pg_catalog.<=) $2 AND c.attempts OPERATOR(pg_catalog.>=) $3"
-	"  FOR UPDATE SKIP LOCKED) f))",
+#define STREAM_PENDING(a) \
+	"pg_catalog.num_nulls(" a ".delivered_at, " a ".dead_at) OPERATOR(pg_catalog.=) 2"
+
+/*
+ * The same among the deferred messages of a topic (their index).  Fresh
+ * messages are read in stream order from the claim position, which a
+ * leased one holds back: a claim reaches an expired last attempt there
+ * before any message after it, and its CASE marks it dead.
+ */
+static SavedStatement stmt_dead_mark_deferred = {
+	DEAD_MARK_SET " AND c.deferred AND c.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED))",
 	SPI_OK_UPDATE,
-	4, {TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID}
+	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
 static SavedStatement stmt_dead_mark_any = {
@@ -234,7 +231,9 @@ static SavedStatement stmt_claim_delivered = {
 	"  UNION ALL" \
 	"  SELECT f.id FROM (SELECT c.id FROM outbox.message c" \
 	"   WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.>=) $7" \
-	"   AND NOT c.deferred AND " CLAIM_DUE("c") \
+	"   AND NOT c.deferred AND " STREAM_PENDING("c") \
+	"   AND c.available_at OPERATOR(pg_catalog.<=) $2" \
+	"   AND (c.leased_until IS NULL OR c.leased_until OPERATOR(pg_catalog.<=) $2)" \
 	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
 	" ) x LIMIT $3)) "
 
@@ -282,7 +281,7 @@ static SavedStatement stmt_stream_next = {
 	"SELECT c.seq FROM outbox.message c"
 	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.>=) $2"
 	" AND c.seq OPERATOR(pg_catalog.<) $3"
-	" AND NOT c.deferred AND c.delivered_at IS NULL AND c.dead_at IS NULL"
+	" AND NOT c.deferred AND " STREAM_PENDING("c")
 	" ORDER BY c.seq LIMIT 1",
 	SPI_OK_SELECT,
 	3, {TEXTOID, INT8OID, INT8OID}
@@ -478,20 +477,19 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 }
 
 /*
- * Mark dead the expired last attempts of req's topic, in its stream from
- * its claim position, which is moved forward first and set in *position.
+ * Mark dead the expired last attempts among the deferred messages of req's
+ * topic, and set *position to its claim position, moved forward first.
  */
 static void
 obx_dead_mark_stream(const ClaimRequest *req, Datum *position)
 {
-	Datum		args[4];
+	Datum		args[3];
 
 	*position = Int64GetDatum(obx_stream_position(req->topic));
 	args[0] = PointerGetDatum(req->topic);
 	args[1] = TimestampTzGetDatum(req->now);
 	args[2] = Int32GetDatum(req->max_attempts);
-	args[3] = *position;
-	(void) SpiExecute(&stmt_dead_mark_stream, args, NULL, false, 0);
+	(void) SpiExecute(&stmt_dead_mark_deferred, args, NULL, false, 0);
 }
 
 /*

@@ -23,8 +23,15 @@
  * horizon takes the lock exclusively, so it sees every such record made
  * before it, and takes one more position itself: no append can have been
  * given a position below that one without either having finished or being
- * recorded.  A transaction that appended cannot be prepared (two-phase
- * commit), since its record must end with its backend's transaction.
+ * recorded.
+ *
+ * A prepared transaction (two-phase commit) outlives its backend's
+ * transaction: at PREPARE its record moves to the slot of the prepared
+ * transaction's own PGPROC, with its xid, and lasts while that xid is in
+ * progress.  Every prepared transaction gets such a record, with or without
+ * appends, so that one without any (made before a restart, which empties
+ * shared memory) is known to be unknown: while one is open in the
+ * database, the horizon is 0 and claims read their topics from the start.
  *
  * Positions live in shared memory, one per (database, table, topic), at
  * most STREAM_MAX_POSITIONS of them; the least recently used one makes
@@ -50,6 +57,7 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -84,7 +92,11 @@ typedef struct StreamRecord
 {
 	pg_atomic_uint64 first;
 	Oid			dboid;
+	TransactionId xid;			/* a transaction being prepared, or prepared */
 } StreamRecord;
+
+/* the record of a prepared transaction without appends */
+#define STREAM_NO_APPEND	PG_INT64_MAX
 
 typedef struct StreamShared
 {
@@ -97,6 +109,7 @@ typedef struct StreamShared
 static StreamShared *stream_shared = NULL;
 static HTAB *stream_positions = NULL;
 static bool stream_recorded = false;	/* this transaction has a record */
+static TransactionId stream_preparing = InvalidTransactionId;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -109,6 +122,9 @@ static void obx_stream_xact(XactEvent event, void *arg);
 static Oid	obx_relation(const char *name, const char *kind);
 static bool obx_key(StreamKey *key, text *topic);
 static void obx_make_room(void);
+static void obx_record_prepare(void);
+static void obx_record_prepared(void);
+static bool obx_prepared_known(PGPROC *proc, TransactionId xid);
 
 /* Install the shared memory hooks and the transaction callback. */
 void
@@ -172,6 +188,7 @@ obx_stream_startup(void)
 		{
 			pg_atomic_init_u64(&stream_shared->records[i].first, 0);
 			stream_shared->records[i].dboid = InvalidOid;
+			stream_shared->records[i].xid = InvalidTransactionId;
 		}
 	}
 	memset(&info, 0, sizeof(info));
@@ -185,31 +202,87 @@ obx_stream_startup(void)
 
 /*
  * At the end of a transaction its record ends (after it became visible or
- * was rolled back); a transaction with a record cannot be prepared.
+ * was rolled back); at PREPARE it moves to the prepared transaction.
  */
 static void
 obx_stream_xact(XactEvent event, void *arg)
 {
-	if (!stream_recorded)
+	if (!StreamAvailable())
 		return;
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot PREPARE a transaction that appended outbox messages"),
-					 errdetail("Claims must know when an append commits, which a prepared transaction does not tell.")));
+			obx_record_prepare();
+			break;
+		case XACT_EVENT_PREPARE:
+			obx_record_prepared();
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			pg_atomic_write_u64(&stream_shared->records[MyProc->pgprocno].first, 0);
-			stream_recorded = false;
+			if (stream_recorded)
+			{
+				StreamRecord *rec = &stream_shared->records[MyProc->pgprocno];
+
+				pg_atomic_write_u64(&rec->first, 0);
+				rec->xid = InvalidTransactionId;
+				stream_recorded = false;
+			}
+			stream_preparing = InvalidTransactionId;
 			break;
 		default:
 			break;
 	}
+}
+
+/*
+ * Before PREPARE: this backend's record names the transaction (a record
+ * without appends if it has none), so that from the moment its PGPROC
+ * shows it as prepared, a horizon finds its record.
+ */
+static void
+obx_record_prepare(void)
+{
+	StreamRecord *rec = &stream_shared->records[MyProc->pgprocno];
+	TransactionId xid = GetTopTransactionIdIfAny();
+
+	if (!TransactionIdIsValid(xid))
+		return;
+	LWLockAcquire(stream_shared->horizon_lock, LW_SHARED);
+	rec->xid = xid;
+	if (!stream_recorded)
+	{
+		rec->dboid = MyDatabaseId;
+		pg_atomic_write_u64(&rec->first, (uint64) STREAM_NO_APPEND);
+		stream_recorded = true;
+	}
+	LWLockRelease(stream_shared->horizon_lock);
+	stream_preparing = xid;
+}
+
+/* After PREPARE: the record moves to the prepared transaction's PGPROC. */
+static void
+obx_record_prepared(void)
+{
+	StreamRecord *own = &stream_shared->records[MyProc->pgprocno];
+	StreamRecord *rec;
+	PGPROC	   *proc;
+
+	if (!TransactionIdIsValid(stream_preparing))
+		return;
+	proc = TwoPhaseGetDummyProc(stream_preparing, false);
+	rec = &stream_shared->records[proc->pgprocno];
+
+	LWLockAcquire(stream_shared->horizon_lock, LW_SHARED);
+	rec->dboid = own->dboid;
+	rec->xid = stream_preparing;
+	pg_atomic_write_u64(&rec->first, pg_atomic_read_u64(&own->first));
+	pg_atomic_write_u64(&own->first, 0);
+	own->xid = InvalidTransactionId;
+	LWLockRelease(stream_shared->horizon_lock);
+	stream_recorded = false;
+	stream_preparing = InvalidTransactionId;
 }
 
 /* Whether claims can keep positions: the shared memory exists. */
@@ -269,6 +342,7 @@ int64
 StreamHorizon(void)
 {
 	Oid			seq = obx_relation("message_seq", "sequence");
+	int			first_prepared = MaxBackends + NUM_AUXILIARY_PROCS;
 	int64		horizon;
 	int			i;
 
@@ -279,11 +353,50 @@ StreamHorizon(void)
 		StreamRecord *rec = &stream_shared->records[i];
 		int64		first = (int64) pg_atomic_read_u64(&rec->first);
 
-		if (first != 0 && rec->dboid == MyDatabaseId && first < horizon)
+		if (first == 0)
+			continue;
+		if (i >= first_prepared && !TransactionIdIsInProgress(rec->xid))
+		{
+			/* the prepared transaction was committed or rolled back */
+			pg_atomic_write_u64(&rec->first, 0);
+			rec->xid = InvalidTransactionId;
+			continue;
+		}
+		if (rec->dboid == MyDatabaseId && first < horizon)
 			horizon = first;
+	}
+
+	/* a prepared transaction of this database without a record */
+	for (i = first_prepared; i < stream_shared->nrecords && horizon > 0; i++)
+	{
+		PGPROC	   *proc = &ProcGlobal->allProcs[i];
+		TransactionId xid = proc->xid;
+
+		if (TransactionIdIsValid(xid) && proc->databaseId == MyDatabaseId &&
+			!obx_prepared_known(proc, xid) && TransactionIdIsInProgress(xid))
+			horizon = 0;
 	}
 	LWLockRelease(stream_shared->horizon_lock);
 	return horizon;
+}
+
+/*
+ * Whether the prepared transaction xid (of PGPROC proc) has a record: at
+ * its PGPROC's slot, or still at the slot of the backend preparing it.
+ */
+static bool
+obx_prepared_known(PGPROC *proc, TransactionId xid)
+{
+	int			i;
+
+	if (pg_atomic_read_u64(&stream_shared->records[proc->pgprocno].first) != 0 &&
+		stream_shared->records[proc->pgprocno].xid == xid)
+		return true;
+	for (i = 0; i < MaxBackends; i++)
+		if (stream_shared->records[i].xid == xid &&
+			pg_atomic_read_u64(&stream_shared->records[i].first) != 0)
+			return true;
+	return false;
 }
 
 /*

@@ -38,3 +38,10 @@ CREATE INDEX message_deferred_idx ON outbox.message (topic, available_at, id)
     WHERE deferred AND delivered_at IS NULL AND dead_at IS NULL;
 
 SELECT pg_catalog.pg_extension_config_dump('outbox.message_seq', '');
+
+/*
+ * Claims find expired leases in the stream and among the deferred
+ * messages; without an index on leased_until, a claim's update of a
+ * message stays on its page with no new index entry (a HOT update).
+ */
+DROP INDEX outbox.message_leased_idx;

@@ -65,19 +65,6 @@ CREATE INDEX message_due_topic_idx ON outbox.message (topic, available_at, id)
     WHERE delivered_at IS NULL AND dead_at IS NULL;
 
 /*
- * The leased messages, so that claim finds the leases that expired on
- * their last allowed attempt without reading the due ones.  complete, fail
- * and release clear leased_until, so this index holds only messages in
- * flight.  The statements run with generic plans, which cannot look at
- * how many leases there are; the predicate names a condition that only the
- * statements looking for leases state, so that complete, fail and extend go
- * by the primary key whatever their number.
- */
-CREATE INDEX message_leased_idx ON outbox.message (leased_until)
-    WHERE leased_until OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz
-      AND delivered_at IS NULL AND dead_at IS NULL;
-
-/*
  * Delivered and dead messages have partial indexes of their own, so that
  * purge and topic_stats read the finished rows, and only those, without
  * touching the table (topic is included for an index-only count).

@@ -45,8 +45,9 @@
 
 /*
  * Before a claim: every message of the topic(s) whose lease expired on its
- * last allowed attempt becomes dead.  Leased messages are found through the
- * small partial index of leases.
+ * last allowed attempt becomes dead.  Without claim positions (the library
+ * not preloaded) or across topics, they are found among the pending
+ * messages; a topic's claim reads its stream (stmt_dead_mark_deferred).
  *
  * $1 topic, $2 now, $3 max attempts
  */

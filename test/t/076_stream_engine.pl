@@ -12,7 +12,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use OutboxTest;
 
-my $node = worker_node('stream', '', "max_prepared_transactions = 4\nautovacuum = off\n");
+my $node = worker_node('stream', '', "max_prepared_transactions = 4\nautovacuum = off\nrestart_after_crash = on\n");
 $node->safe_psql('postgres', 'CREATE DATABASE app');
 $node->safe_psql('app', 'CREATE EXTENSION krizaka_outbox');
 

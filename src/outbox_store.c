@@ -630,7 +630,11 @@ StoreNextDue(text *topic, TimestampTz now)
 	args[0] = PointerGetDatum(topic);
 	args[1] = TimestampTzGetDatum(now);
 	if (stream)
-		args[2] = Int64GetDatum(StreamPositionGet(topic));
+	{
+		TimestampTz searched;
+
+		args[2] = Int64GetDatum(StreamPositionGet(topic, &searched));
+	}
 	if (!SpiRunFirstRow(stream ? &stmt_next_due_stream : &stmt_next_due,
 						args, NULL, &next, &isnull, 1) ||
 		isnull)

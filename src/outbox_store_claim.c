@@ -331,7 +331,10 @@ static void obx_put_message(ClaimSink *sink, Datum *vals, bool *isnull,
 static void obx_list_sink(ClaimSink *sink, List **messages);
 static int	obx_sink_rows(ClaimSink *sink, int ncols, int *dead);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
-static int64 obx_stream_position(text *topic);
+static int64 obx_stream_position(text *topic, TimestampTz now);
+
+/* how often a topic's claim position is searched anew */
+#define STREAM_SEARCH_INTERVAL	(5 * USECS_PER_SEC / 1000)
 static void obx_dead_mark_stream(const ClaimRequest *req, Datum *position);
 
 /*
@@ -486,7 +489,7 @@ obx_dead_mark_stream(const ClaimRequest *req, Datum *position)
 {
 	Datum		args[3];
 
-	*position = Int64GetDatum(obx_stream_position(req->topic));
+	*position = Int64GetDatum(obx_stream_position(req->topic, req->now));
 	args[0] = PointerGetDatum(req->topic);
 	args[1] = TimestampTzGetDatum(req->now);
 	args[2] = Int32GetDatum(req->max_attempts);
@@ -498,18 +501,28 @@ obx_dead_mark_stream(const ClaimRequest *req, Datum *position)
  * over the messages finished or deferred in committed state, up to the
  * horizon of appends in progress (see outbox_stream.c).  The horizon is
  * taken before the snapshot of that search, so every message below it is
- * visible to the search or never will be.  Called in an SPI connection.
+ * visible to the search or never will be.  The search runs at most every
+ * STREAM_SEARCH_INTERVAL per topic: claims in between start from the
+ * position found last, and step over the few messages finished since.
+ * Called in an SPI connection.
  */
 static int64
-obx_stream_position(text *topic)
+obx_stream_position(text *topic, TimestampTz now)
 {
-	int64		position = StreamPositionGet(topic);
+	TimestampTz searched;
+	int64		position = StreamPositionGet(topic, &searched);
 	int64		horizon;
 	int64		next;
 	bool		forward = true;
 	Datum		args[3];
 
 	PreventCommandIfReadOnly("UPDATE");
+
+	/* searched a moment ago: what finished since costs a claim little */
+	if (position > 0 && searched > now - STREAM_SEARCH_INTERVAL &&
+		searched <= now)
+		return position;
+
 	horizon = StreamHorizon();
 	if (position > horizon)
 	{

@@ -85,6 +85,7 @@ typedef struct StreamPosition
 	StreamKey	key;
 	int64		position;
 	TimestampTz used;
+	TimestampTz searched;		/* when a claim last searched how far it may move */
 } StreamPosition;
 
 /* one per PGPROC: the first position its transaction took, 0 if none */
@@ -418,20 +419,27 @@ obx_key(StreamKey *key, text *topic)
 	return true;
 }
 
-/* The claim position of topic; 0 when none is kept. */
+/*
+ * The claim position of topic, 0 when none is kept; *searched says when it
+ * was last searched (DT_NOBEGIN: never).
+ */
 int64
-StreamPositionGet(text *topic)
+StreamPositionGet(text *topic, TimestampTz *searched)
 {
 	StreamKey	key;
 	StreamPosition *p;
 	int64		position = 0;
 
+	*searched = DT_NOBEGIN;
 	if (!StreamAvailable() || !obx_key(&key, topic))
 		return 0;
 	LWLockAcquire(stream_shared->position_lock, LW_SHARED);
 	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
 	if (p)
+	{
 		position = p->position;
+		*searched = p->searched;
+	}
 	LWLockRelease(stream_shared->position_lock);
 	return position;
 }
@@ -465,7 +473,7 @@ StreamPositionSet(text *topic, int64 position, bool only_forward)
 	}
 	if (!only_forward || position > p->position)
 		p->position = position;
-	p->used = GetCurrentTimestamp();
+	p->used = p->searched = GetCurrentTimestamp();
 	LWLockRelease(stream_shared->position_lock);
 }
 

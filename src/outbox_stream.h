@@ -11,6 +11,8 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
+
 /* install the shared memory and transaction hooks; only when preloaded */
 extern void OutboxStreamInit(void);
 
@@ -23,8 +25,8 @@ extern void StreamNoteAppend(void);
 /* the first position an append still in progress may commit at */
 extern int64 StreamHorizon(void);
 
-/* a topic's claim position, 0 when none is kept */
-extern int64 StreamPositionGet(text *topic);
+/* a topic's claim position, 0 when none is kept, and when it last moved */
+extern int64 StreamPositionGet(text *topic, TimestampTz *searched);
 extern void StreamPositionSet(text *topic, int64 position, bool only_forward);
 
 #endif							/* OUTBOX_STREAM_H */

@@ -40,27 +40,33 @@
 	"lease_owner OPERATOR(pg_catalog.=) $2 AND leased_until IS NOT NULL " \
 	"AND delivered_at IS NULL AND dead_at IS NULL"
 
+/*
+ * Statements that write the columns of 1.2 (deferred) come in two
+ * versions, [1] for the tables of 1.2 and [0] for those of 1.0 and 1.1, so
+ * that a database not yet updated with ALTER EXTENSION keeps working with
+ * this library (obx_v).  Both take the same parameters.
+ */
 /* The columns an append writes, from the parameters of obx_append_args */
-#define APPEND_INSERT \
-	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at," \
-	" deferred) "
+#define APPEND_INSERT(v) \
+	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at" \
+	v ") "
 
 #define APPEND_ARGTYPES \
 	7, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID}
 
 /* A new id cannot conflict: no ON CONFLICT, no speculative insertion */
-static SavedStatement stmt_append_new = {
-	APPEND_INSERT "VALUES ($1, $2, $3, $4, $5, $6, $7)",
-	SPI_OK_INSERT,
-	APPEND_ARGTYPES,
-	OBX_SCANS_ANY
+#define APPEND_NEW(v, p) { \
+	APPEND_INSERT(v) "VALUES ($1, $2, $3, $4, $5, $6" p ")", \
+	SPI_OK_INSERT, APPEND_ARGTYPES, OBX_SCANS_ANY }
+static SavedStatement stmt_append_new[2] = {
+	APPEND_NEW("", ""), APPEND_NEW(", deferred", ", $7")
 };
 
-static SavedStatement stmt_append = {
-	APPEND_INSERT "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING",
-	SPI_OK_INSERT,
-	APPEND_ARGTYPES,
-	OBX_SCANS_ANY
+#define APPEND_ID(v, p) { \
+	APPEND_INSERT(v) "VALUES ($1, $2, $3, $4, $5, $6" p ") ON CONFLICT (id) DO NOTHING", \
+	SPI_OK_INSERT, APPEND_ARGTYPES, OBX_SCANS_ANY }
+static SavedStatement stmt_append[2] = {
+	APPEND_ID("", ""), APPEND_ID(", deferred", ", $7")
 };
 
 static SavedStatement stmt_append_same = {
@@ -71,12 +77,14 @@ static SavedStatement stmt_append_same = {
 	4, {UUIDOID, TEXTOID, TEXTOID, JSONBOID}
 };
 
-static SavedStatement stmt_append_batch = {
-	APPEND_INSERT "SELECT u.id, $2, $3, u.payload, $5, $6, false "
-	"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($4)) WITH ORDINALITY AS u(id, payload, n) "
-	"ORDER BY u.n",
-	SPI_OK_INSERT,
-	6, {UUIDARRAYOID, TEXTOID, TEXTOID, JSONBARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+#define APPEND_BATCH(v, p) { \
+	APPEND_INSERT(v) "SELECT u.id, $2, $3, u.payload, $5, $6" p " " \
+	"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($4)) WITH ORDINALITY AS u(id, payload, n) " \
+	"ORDER BY u.n", \
+	SPI_OK_INSERT, \
+	6, {UUIDARRAYOID, TEXTOID, TEXTOID, JSONBARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID} }
+static SavedStatement stmt_append_batch[2] = {
+	APPEND_BATCH("", ""), APPEND_BATCH(", deferred", ", false")
 };
 
 static SavedStatement stmt_complete = {
@@ -101,12 +109,14 @@ static SavedStatement stmt_fail_lock = {
 };
 
 /* $3 is the next available_at (NULL when dead), $4 dead_at (NULL unless dead) */
-static SavedStatement stmt_fail_update = {
-	"UPDATE outbox.message SET leased_until = NULL, last_error = $2,"
-	" available_at = COALESCE($3, available_at), dead_at = $4, deferred = true "
-	"WHERE id OPERATOR(pg_catalog.=) $1",
-	SPI_OK_UPDATE,
-	4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+#define FAIL_UPDATE(v) { \
+	"UPDATE outbox.message SET leased_until = NULL, last_error = $2," \
+	" available_at = COALESCE($3, available_at), dead_at = $4" v " " \
+	"WHERE id OPERATOR(pg_catalog.=) $1", \
+	SPI_OK_UPDATE, \
+	4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID} }
+static SavedStatement stmt_fail_update[2] = {
+	FAIL_UPDATE(""), FAIL_UPDATE(", deferred = true")
 };
 
 static SavedStatement stmt_extend = {
@@ -135,22 +145,17 @@ static SavedStatement stmt_undeliver = {
 };
 
 /* Revive: $2 is the new available_at */
-#define RETRY_DEAD_SET \
+#define RETRY_DEAD(v, which, type) { \
 	"UPDATE outbox.message SET dead_at = NULL, attempts = 0, available_at = $2," \
-	" leased_until = NULL, deferred = true "
-
-static SavedStatement stmt_retry_dead = {
-	RETRY_DEAD_SET
-	"WHERE id OPERATOR(pg_catalog.=) $1 AND dead_at IS NOT NULL AND delivered_at IS NULL",
-	SPI_OK_UPDATE,
-	2, {UUIDOID, TIMESTAMPTZOID}
+	" leased_until = NULL" v " " \
+	"WHERE " which " OPERATOR(pg_catalog.=) $1 AND dead_at IS NOT NULL AND delivered_at IS NULL", \
+	SPI_OK_UPDATE, \
+	2, {type, TIMESTAMPTZOID} }
+static SavedStatement stmt_retry_dead[2] = {
+	RETRY_DEAD("", "id", UUIDOID), RETRY_DEAD(", deferred = true", "id", UUIDOID)
 };
-
-static SavedStatement stmt_retry_dead_topic = {
-	RETRY_DEAD_SET
-	"WHERE topic OPERATOR(pg_catalog.=) $1 AND dead_at IS NOT NULL AND delivered_at IS NULL",
-	SPI_OK_UPDATE,
-	2, {TEXTOID, TIMESTAMPTZOID}
+static SavedStatement stmt_retry_dead_topic[2] = {
+	RETRY_DEAD("", "topic", TEXTOID), RETRY_DEAD(", deferred = true", "topic", TEXTOID)
 };
 
 /*
@@ -250,11 +255,19 @@ static SavedStatement stmt_next_due = {
 /* Rows deleted per statement by purge */
 #define PURGE_CHUNK		1000
 
+static int	obx_v(void);
 static void obx_append_args(Datum *args, text *topic, text *event_type,
 							Jsonb *payload, pg_uuid_t *id,
 							TimestampTz available_at, bool deferred);
 static int64 obx_purge_table(SavedStatement *scan, SavedStatement *del,
 							 TimestampTz horizon, int64 max_rows);
+
+/* Which version of the two-version statements the tables need: 1 for 1.2. */
+static int
+obx_v(void)
+{
+	return StreamSchema() ? 1 : 0;
+}
 
 /*
  * The parameters of the single-message appends; deferred when the caller
@@ -301,7 +314,7 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 		bool		isnull;
 		Datum		same;
 
-		if (SpiExecute(&stmt_append, args, NULL, false, 0) == 1)
+		if (SpiExecute(&stmt_append[obx_v()], args, NULL, false, 0) == 1)
 			break;
 
 		/* the id exists: an idempotent repeat, or a conflict */
@@ -335,7 +348,7 @@ StoreAppendNew(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 
 	obx_append_args(args, topic, event_type, payload, id, available_at,
 					deferred);
-	(void) SpiRun(&stmt_append_new, args, NULL);
+	(void) SpiRun(&stmt_append_new[obx_v()], args, NULL);
 }
 
 /*
@@ -355,7 +368,7 @@ StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 	args[3] = PointerGetDatum(payloads);
 	args[4] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	args[5] = TimestampTzGetDatum(available_at);
-	(void) SpiRun(&stmt_append_batch, args, NULL);
+	(void) SpiRun(&stmt_append_batch[obx_v()], args, NULL);
 }
 
 /* Mark delivered the message id if owner holds it; false when it does not. */
@@ -424,7 +437,7 @@ StoreFail(pg_uuid_t *id, text *owner, text *error, TimestampTz now)
 		args[2] = TimestampTzGetDatum(now + delay * USECS_PER_SEC);
 		nulls[3] = 'n';
 	}
-	(void) SpiExecute(&stmt_fail_update, args, nulls, false, 0);
+	(void) SpiExecute(&stmt_fail_update[obx_v()], args, nulls, false, 0);
 	SpiFinish();
 	return true;
 }
@@ -480,7 +493,7 @@ StoreRetryDead(pg_uuid_t *id, TimestampTz now)
 
 	args[0] = UUIDPGetDatum(id);
 	args[1] = TimestampTzGetDatum(now);
-	return SpiRun(&stmt_retry_dead, args, NULL) > 0;
+	return SpiRun(&stmt_retry_dead[obx_v()], args, NULL) > 0;
 }
 
 /* Revive every dead message of topic, due at now.  Returns how many. */
@@ -491,7 +504,7 @@ StoreRetryDeadTopic(text *topic, TimestampTz now)
 
 	args[0] = PointerGetDatum(topic);
 	args[1] = TimestampTzGetDatum(now);
-	return (int64) SpiRun(&stmt_retry_dead_topic, args, NULL);
+	return (int64) SpiRun(&stmt_retry_dead_topic[obx_v()], args, NULL);
 }
 
 /*

@@ -208,7 +208,8 @@ obx_stream_startup(void)
 static void
 obx_stream_xact(XactEvent event, void *arg)
 {
-	if (!StreamAvailable())
+	/* no catalog access here: the transaction may be over */
+	if (stream_shared == NULL)
 		return;
 	switch (event)
 	{
@@ -286,11 +287,26 @@ obx_record_prepared(void)
 	stream_preparing = InvalidTransactionId;
 }
 
-/* Whether claims can keep positions: the shared memory exists. */
+/*
+ * Whether the tables are those of 1.2 or later: outbox.message has its
+ * positions (a database not yet updated from 1.0 or 1.1 has not).
+ */
+bool
+StreamSchema(void)
+{
+	Oid			nsp = get_namespace_oid("outbox", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("message_seq", nsp));
+}
+
+/*
+ * Whether claims can keep positions: the shared memory exists and the
+ * tables have positions.
+ */
 bool
 StreamAvailable(void)
 {
-	return stream_shared != NULL && stream_positions != NULL;
+	return stream_shared != NULL && stream_positions != NULL && StreamSchema();
 }
 
 /* The OID of outbox.<name>, a relation the extension made. */

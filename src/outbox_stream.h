@@ -16,7 +16,8 @@
 /* install the shared memory and transaction hooks; only when preloaded */
 extern void OutboxStreamInit(void);
 
-/* whether claims can keep positions (the library is preloaded) */
+/* whether the tables have positions (1.2); and claims can keep them */
+extern bool StreamSchema(void);
 extern bool StreamAvailable(void);
 
 /* before this transaction appends its first message */

@@ -46,8 +46,8 @@ CREATE SERVER outbox_test_server FOREIGN DATA WRAPPER dblink_fdw
     OPTIONS (host '127.0.0.1', port '1', dbname 'x');
 
 GRANT USAGE ON SCHEMA outbox TO outbox_test_writer, outbox_test_worker, outbox_test_operator;
-GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz),
-                          outbox.append_batch(text, text, jsonb[]),
+GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz, text),
+                          outbox.append_batch(text, text, jsonb[], text),
                           outbox.consume_once(text, uuid)
       TO outbox_test_writer;
 GRANT EXECUTE ON FUNCTION outbox.claim(text, text, integer, integer),

@@ -90,8 +90,8 @@ SELECT table_privs_are('outbox', t, r,
 
 CREATE TEMP TABLE recipe (fn name, args name[], role name) ON COMMIT DROP;
 INSERT INTO recipe VALUES
-    ('append', '{text,text,jsonb,uuid,timestamp with time zone}', 'outbox_test_writer'),
-    ('append_batch', '{text,text,jsonb[]}', 'outbox_test_writer'),
+    ('append', '{text,text,jsonb,uuid,timestamp with time zone,text}', 'outbox_test_writer'),
+    ('append_batch', '{text,text,jsonb[],text}', 'outbox_test_writer'),
     ('consume_once', '{text,uuid}', 'outbox_test_writer'),
     ('claim', '{text,text,integer,integer}', 'outbox_test_worker'),
     ('extend', '{uuid,text,integer}', 'outbox_test_worker'),

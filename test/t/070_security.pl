@@ -51,7 +51,7 @@ SELECT coalesce(string_agg(format('%s %s %s%s', o, CASE WHEN g = 0 THEN 'PUBLIC'
           FROM pg_namespace n, aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
          WHERE n.nspname = 'outbox' AND a.grantee <> n.nspowner
         UNION ALL
-        SELECT c.relname, a.grantee, a.privilege_type, a.is_grantable
+        SELECT c.relname::text, a.grantee, a.privilege_type, a.is_grantable
           FROM pg_class c, aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
          WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('r', 'v') AND a.grantee <> c.relowner
         UNION ALL

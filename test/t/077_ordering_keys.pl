@@ -84,9 +84,10 @@ for my $kill (1 .. 2)
 		SELECT count(*) > 0 FROM outbox.message
 		 WHERE lease_owner LIKE 'krizaka_outbox worker%' AND leased_until > now() AND delivered_at IS NULL}),
 		"kill $kill: the worker holds leases");
-	my $pid = worker_pid($node, 'app');
-	$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
-	ok(wait_for($node, 'postgres',
+	my $pid = $node->safe_psql('app',
+		"SELECT pid FROM outbox.worker_status() WHERE datname = 'app'");
+	$node->safe_psql('app', "SELECT pg_terminate_backend($pid)");
+	ok(wait_for($node, 'app',
 		"SELECT pid <> $pid FROM outbox.worker_status() WHERE datname = 'app' AND state = 'running'", 't', 60),
 		"kill $kill: a new worker runs");
 }

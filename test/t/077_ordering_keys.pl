@@ -30,6 +30,7 @@ $node->safe_psql('inbox', q{
 	CREATE TABLE public.received (id uuid, key text, n integer, at timestamptz DEFAULT clock_timestamp());
 	CREATE FUNCTION public.deliver(env jsonb) RETURNS void LANGUAGE plpgsql AS $$
 	BEGIN
+		PERFORM pg_sleep(0.005);
 		IF random() < 0.2 THEN
 			RAISE EXCEPTION 'injected failure';
 		END IF;
@@ -63,18 +64,18 @@ $node->safe_psql('app', q{
 	SELECT outbox.route_remote('ko', 'inbox', 'SELECT public.deliver($1)');
 });
 
-# 40 keys, 25 messages each, appended by key in rounds from four sessions
+# 40 keys, 50 messages each, appended round by round
 my $script = $node->basedir . '/pull.sql';
 open(my $fh, '>', $script) or die;
 print $fh "SELECT public.pull_step();\n";
 close $fh;
 $node->safe_psql('app', q{
 	SELECT outbox.append('ko', 'evt.ko.v1', jsonb_build_object('key', 'k' || k, 'n', n), NULL, NULL, 'k' || k)
-	  FROM generate_series(1, 25) n, generate_series(1, 40) k ORDER BY n, k});
+	  FROM generate_series(1, 50) n, generate_series(1, 40) k ORDER BY n, k});
 
-my $total = 1000;
+my $total = 2000;
 my $pgbench = IPC::Run::start(
-	[ 'pgbench', '-n', '-c', '4', '-j', '2', '-T', '60', '-f', $script, '-d', $node->connstr('app') ],
+	[ 'pgbench', '-n', '-c', '4', '-j', '2', '-R', '20', '-T', '300', '-f', $script, '-d', $node->connstr('app') ],
 	'>', \my $out, '2>', \my $err);
 
 # kill the background worker twice while it has a batch in flight

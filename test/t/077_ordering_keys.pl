@@ -15,7 +15,7 @@ use lib "$FindBin::RealBin/../perl";
 use OutboxTest;
 
 my $node = worker_node('keys', 'app', qq{
-outbox.lease_seconds = 2
+outbox.lease_seconds = 10
 outbox.backoff_seconds = 1
 outbox.backoff_max_seconds = 1
 outbox.max_attempts = 1000
@@ -49,7 +49,7 @@ $node->safe_psql('app', q{
 		m outbox.message;
 		done integer := 0;
 	BEGIN
-		FOR m IN SELECT * FROM outbox.claim('puller', 'ko', 5, 2) LOOP
+		FOR m IN SELECT * FROM outbox.claim('puller', 'ko', 5, 10) LOOP
 			IF random() < 0.2 THEN
 				PERFORM outbox.fail(m.id, 'puller', 'injected failure');
 			ELSE

@@ -45,6 +45,7 @@ CREATE TABLE outbox.message (
     last_error    text,
     seq           bigint      NOT NULL DEFAULT pg_catalog.nextval('outbox.message_seq'::pg_catalog.regclass),
     deferred      boolean     NOT NULL DEFAULT false,
+    ordering_key  text,
     CONSTRAINT message_pkey PRIMARY KEY (id)
 ) WITH (
     fillfactor = 70,
@@ -82,6 +83,14 @@ CREATE INDEX message_stream_idx ON outbox.message (topic, seq);
 CREATE INDEX message_deferred_idx ON outbox.message (topic, available_at, id)
     WHERE deferred AND delivered_at IS NULL AND dead_at IS NULL;
 
+/*
+ * The messages of each ordering key in stream order: a claim hands out a
+ * keyed message only when the message before it of the same key is
+ * delivered or dead, one step back in this index.
+ */
+CREATE INDEX message_key_idx ON outbox.message (topic, ordering_key, seq)
+    WHERE ordering_key IS NOT NULL;
+
 COMMENT ON TABLE outbox.message IS
     'Outbox messages: appended in the writer''s transaction, delivered at least once after commit.';
 
@@ -115,26 +124,28 @@ CREATE FUNCTION outbox.append(
     type text,
     payload jsonb,
     id uuid DEFAULT NULL,
-    available_at timestamptz DEFAULT NULL)
+    available_at timestamptz DEFAULT NULL,
+    ordering_key text DEFAULT NULL)
 RETURNS uuid
 AS 'MODULE_PATHNAME', 'outbox_append'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
-COMMENT ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz) IS
-    'Public: append one message in the caller''s transaction; idempotent when an id is given. Returns the message id.';
+COMMENT ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz, text) IS
+    'Public: append one message in the caller''s transaction; idempotent when an id is given; with an ordering key, delivered after the key''s earlier messages. Returns the message id.';
 
 CREATE FUNCTION outbox.append_batch(
     topic text,
     type text,
-    payloads jsonb[])
+    payloads jsonb[],
+    ordering_key text DEFAULT NULL)
 RETURNS SETOF uuid
 AS 'MODULE_PATHNAME', 'outbox_append_batch'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
-COMMENT ON FUNCTION outbox.append_batch(text, text, jsonb[]) IS
-    'Public: append one message per array element, in array order, in the caller''s transaction. Returns the new ids.';
+COMMENT ON FUNCTION outbox.append_batch(text, text, jsonb[], text) IS
+    'Public: append one message per array element, in array order, in the caller''s transaction, all with the same ordering key if one is given. Returns the new ids.';
 
 CREATE FUNCTION outbox.claim(
     owner text,

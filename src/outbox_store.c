@@ -52,21 +52,21 @@
 	v ") "
 
 #define APPEND_ARGTYPES \
-	7, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID}
+	8, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, TEXTOID}
 
 /* A new id cannot conflict: no ON CONFLICT, no speculative insertion */
 #define APPEND_NEW(v, p) { \
 	APPEND_INSERT(v) "VALUES ($1, $2, $3, $4, $5, $6" p ")", \
 	SPI_OK_INSERT, APPEND_ARGTYPES, OBX_SCANS_ANY }
 static SavedStatement stmt_append_new[2] = {
-	APPEND_NEW("", ""), APPEND_NEW(", deferred", ", $7")
+	APPEND_NEW("", ""), APPEND_NEW(", deferred, ordering_key", ", $7, $8")
 };
 
 #define APPEND_ID(v, p) { \
 	APPEND_INSERT(v) "VALUES ($1, $2, $3, $4, $5, $6" p ") ON CONFLICT (id) DO NOTHING", \
 	SPI_OK_INSERT, APPEND_ARGTYPES, OBX_SCANS_ANY }
 static SavedStatement stmt_append[2] = {
-	APPEND_ID("", ""), APPEND_ID(", deferred", ", $7")
+	APPEND_ID("", ""), APPEND_ID(", deferred, ordering_key", ", $7, $8")
 };
 
 static SavedStatement stmt_append_same = {
@@ -82,9 +82,9 @@ static SavedStatement stmt_append_same = {
 	"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($4)) WITH ORDINALITY AS u(id, payload, n) " \
 	"ORDER BY u.n", \
 	SPI_OK_INSERT, \
-	6, {UUIDARRAYOID, TEXTOID, TEXTOID, JSONBARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID} }
+	7, {UUIDARRAYOID, TEXTOID, TEXTOID, JSONBARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID} }
 static SavedStatement stmt_append_batch[2] = {
-	APPEND_BATCH("", ""), APPEND_BATCH(", deferred", ", false")
+	APPEND_BATCH("", ""), APPEND_BATCH(", deferred, ordering_key", ", false, $7")
 };
 
 static SavedStatement stmt_complete = {
@@ -256,9 +256,11 @@ static SavedStatement stmt_next_due = {
 #define PURGE_CHUNK		1000
 
 static int	obx_v(void);
-static void obx_append_args(Datum *args, text *topic, text *event_type,
-							Jsonb *payload, pg_uuid_t *id,
-							TimestampTz available_at, bool deferred);
+static void obx_append_begin(text *topic, text *ordering_key);
+static void obx_append_args(Datum *args, char *nulls, text *topic,
+							text *event_type, Jsonb *payload, pg_uuid_t *id,
+							TimestampTz available_at, bool deferred,
+							text *ordering_key);
 static int64 obx_purge_table(SavedStatement *scan, SavedStatement *del,
 							 TimestampTz horizon, int64 max_rows);
 
@@ -270,15 +272,30 @@ obx_v(void)
 }
 
 /*
- * The parameters of the single-message appends; deferred when the caller
- * gave available_at (see the deferred column).  Every append of a
- * transaction first lets the stream record it (StreamNoteAppend).
+ * Before an append: with an ordering key, wait for every other transaction
+ * that appended to the key to end, so that the key's messages take their
+ * positions in the order their transactions commit; then let the stream
+ * record this transaction (StreamNoteAppend).
  */
 static void
-obx_append_args(Datum *args, text *topic, text *event_type, Jsonb *payload,
-				pg_uuid_t *id, TimestampTz available_at, bool deferred)
+obx_append_begin(text *topic, text *ordering_key)
 {
+	if (ordering_key != NULL)
+		StreamLockKey(topic, ordering_key);
 	StreamNoteAppend();
+}
+
+/*
+ * The parameters of the single-message appends; deferred when the caller
+ * gave available_at (see the deferred column).
+ */
+static void
+obx_append_args(Datum *args, char *nulls, text *topic, text *event_type,
+				Jsonb *payload, pg_uuid_t *id, TimestampTz available_at,
+				bool deferred, text *ordering_key)
+{
+	obx_append_begin(topic, ordering_key);
+	memset(nulls, ' ', 8);
 	args[0] = UUIDPGetDatum(id);
 	args[1] = PointerGetDatum(topic);
 	args[2] = PointerGetDatum(event_type);
@@ -286,6 +303,8 @@ obx_append_args(Datum *args, text *topic, text *event_type, Jsonb *payload,
 	args[4] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	args[5] = TimestampTzGetDatum(available_at);
 	args[6] = BoolGetDatum(deferred);
+	args[7] = PointerGetDatum(ordering_key);
+	nulls[7] = ordering_key ? ' ' : 'n';
 }
 
 /*
@@ -300,13 +319,14 @@ obx_append_args(Datum *args, text *topic, text *event_type, Jsonb *payload,
  */
 void
 StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
-			TimestampTz available_at, bool deferred)
+			TimestampTz available_at, bool deferred, text *ordering_key)
 {
-	Datum		args[7];
+	Datum		args[8];
+	char		nulls[8];
 	int			tries;
 
-	obx_append_args(args, topic, event_type, payload, id, available_at,
-					deferred);
+	obx_append_args(args, nulls, topic, event_type, payload, id, available_at,
+					deferred, ordering_key);
 
 	SpiConnect();
 	for (tries = 0;; tries++)
@@ -314,7 +334,7 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 		bool		isnull;
 		Datum		same;
 
-		if (SpiExecute(&stmt_append[obx_v()], args, NULL, false, 0) == 1)
+		if (SpiExecute(&stmt_append[obx_v()], args, nulls, false, 0) == 1)
 			break;
 
 		/* the id exists: an idempotent repeat, or a conflict */
@@ -342,33 +362,38 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 /* Insert one message whose id was just generated, so cannot conflict. */
 void
 StoreAppendNew(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
-			   TimestampTz available_at, bool deferred)
+			   TimestampTz available_at, bool deferred, text *ordering_key)
 {
-	Datum		args[7];
+	Datum		args[8];
+	char		nulls[8];
 
-	obx_append_args(args, topic, event_type, payload, id, available_at,
-					deferred);
-	(void) SpiRun(&stmt_append_new[obx_v()], args, NULL);
+	obx_append_args(args, nulls, topic, event_type, payload, id, available_at,
+					deferred, ordering_key);
+	(void) SpiRun(&stmt_append_new[obx_v()], args, nulls);
 }
 
 /*
  * Insert one message per element of payloads, with the ids given in ids
- * (uuid[] of the same length), in array order.
+ * (uuid[] of the same length), in array order, with ordering_key (or none).
  */
 void
 StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
-				 ArrayType *payloads, TimestampTz available_at)
+				 ArrayType *payloads, TimestampTz available_at,
+				 text *ordering_key)
 {
-	Datum		args[6];
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 
-	StreamNoteAppend();
+	obx_append_begin(topic, ordering_key);
 	args[0] = PointerGetDatum(ids);
 	args[1] = PointerGetDatum(topic);
 	args[2] = PointerGetDatum(event_type);
 	args[3] = PointerGetDatum(payloads);
 	args[4] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	args[5] = TimestampTzGetDatum(available_at);
-	(void) SpiRun(&stmt_append_batch[obx_v()], args, NULL);
+	args[6] = PointerGetDatum(ordering_key);
+	nulls[6] = ordering_key ? ' ' : 'n';
+	(void) SpiRun(&stmt_append_batch[obx_v()], args, nulls);
 }
 
 /* Mark delivered the message id if owner holds it; false when it does not. */

@@ -132,6 +132,23 @@ static SavedStatement stmt_dead_mark_any = {
 	" AND " a ".available_at OPERATOR(pg_catalog.<=) $2" \
 	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)"
 
+/*
+ * A message of alias a with an ordering key is the head of its key: the
+ * message before it of the same topic and key (one step back in
+ * message_key_idx) is delivered or dead, or there is none.  Messages of a
+ * key are finished in key order, dead ones aside, so the one before it
+ * stands for all of them.  Only for the tables of 1.2 ([1] of the
+ * two-version statements below; [0] serves those of 1.0 and 1.1).
+ */
+#define KEY_HEAD(a) \
+	" AND (" a ".ordering_key IS NULL OR NOT EXISTS (" \
+	"SELECT FROM (SELECT k.delivered_at, k.dead_at FROM outbox.message k" \
+	" WHERE k.topic OPERATOR(pg_catalog.=) " a ".topic" \
+	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
+	" AND k.ordering_key IS NOT NULL AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
+	" ORDER BY k.seq DESC LIMIT 1) p" \
+	" WHERE p.delivered_at IS NULL AND p.dead_at IS NULL))"
+
 /* The claim's end: lock the oldest candidates, return the leased rows */
 #define CLAIM_END \
 	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED" \
@@ -160,29 +177,33 @@ static SavedStatement stmt_dead_mark_any = {
 	"  AND c.delivered_at IS NULL AND c.dead_at IS NULL ORDER BY c.topic LIMIT 1)" \
 	" FROM topics t WHERE t.topic IS NOT NULL)"
 
-static SavedStatement stmt_claim_topic = {
-	"WITH " CLAIM_UPDATE
-	" SELECT c.id FROM outbox.message c"
-	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c")
-	CLAIM_END,
-	SPI_OK_SELECT,
-	CLAIM_ARGTYPES
+#define CLAIM_TOPIC(k) { \
+	"WITH " CLAIM_UPDATE \
+	" SELECT c.id FROM outbox.message c" \
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c") k \
+	CLAIM_END, \
+	SPI_OK_SELECT, \
+	CLAIM_ARGTYPES }
+static SavedStatement stmt_claim_topic[2] = {
+	CLAIM_TOPIC(""), CLAIM_TOPIC(KEY_HEAD("c"))
 };
 
-static SavedStatement stmt_claim_any = {
-	"WITH RECURSIVE " CLAIM_TOPICS ", " CLAIM_UPDATE
-	" SELECT c.id FROM outbox.message c"
-	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
-	"  SELECT x.id FROM topics t, LATERAL ("
-	"   SELECT o.id, o.available_at FROM outbox.message o"
-	"   WHERE o.topic OPERATOR(pg_catalog.=) t.topic AND" CLAIM_DUE("o")
-	"   ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2) x"
-	"  WHERE t.topic IS NOT NULL"
-	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))"
-	" AND " CLAIM_DUE("c")
-	CLAIM_END,
-	SPI_OK_SELECT,
-	CLAIM_ARGTYPES
+#define CLAIM_ANY(ko, kc) { \
+	"WITH RECURSIVE " CLAIM_TOPICS ", " CLAIM_UPDATE \
+	" SELECT c.id FROM outbox.message c" \
+	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT x.id FROM topics t, LATERAL (" \
+	"   SELECT o.id, o.available_at FROM outbox.message o" \
+	"   WHERE o.topic OPERATOR(pg_catalog.=) t.topic AND" CLAIM_DUE("o") ko \
+	"   ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2) x" \
+	"  WHERE t.topic IS NOT NULL" \
+	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))" \
+	" AND " CLAIM_DUE("c") kc \
+	CLAIM_END, \
+	SPI_OK_SELECT, \
+	CLAIM_ARGTYPES }
+static SavedStatement stmt_claim_any[2] = {
+	CLAIM_ANY("", ""), CLAIM_ANY(KEY_HEAD("o"), KEY_HEAD("c"))
 };
 
 /*
@@ -193,25 +214,27 @@ static SavedStatement stmt_claim_any = {
  *
  * $1 topic, $2 now, $3 batch size, $4 owner, $5 max attempts
  */
-static SavedStatement stmt_claim_delivered = {
-	"WITH claimed AS (UPDATE outbox.message m SET"
-	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4,"
-	" leased_until = NULL, delivered_at = $2 "
-	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
-	" SELECT c.id FROM outbox.message c"
-	" WHERE c.topic OPERATOR(pg_catalog.=) $1"
-	" AND c.delivered_at IS NULL AND c.dead_at IS NULL"
-	" AND c.available_at OPERATOR(pg_catalog.<=) $2"
-	" AND (c.leased_until IS NULL OR (c.leased_until OPERATOR(pg_catalog.<=) $2"
-	"      AND c.attempts OPERATOR(pg_catalog.<) $5))"
-	" ORDER BY c.available_at, c.id LIMIT $3"
-	" FOR UPDATE SKIP LOCKED)) "
-	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts,"
-	" m.leased_until, m.available_at) "
-	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until, available_at "
-	"FROM claimed ORDER BY available_at, id",
-	SPI_OK_SELECT,
-	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID}
+#define CLAIM_DELIVERED(k) { \
+	"WITH claimed AS (UPDATE outbox.message m SET" \
+	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4," \
+	" leased_until = NULL, delivered_at = $2 " \
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	" SELECT c.id FROM outbox.message c" \
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1" \
+	" AND c.delivered_at IS NULL AND c.dead_at IS NULL" \
+	" AND c.available_at OPERATOR(pg_catalog.<=) $2" \
+	" AND (c.leased_until IS NULL OR (c.leased_until OPERATOR(pg_catalog.<=) $2" \
+	"      AND c.attempts OPERATOR(pg_catalog.<) $5))" k \
+	" ORDER BY c.available_at, c.id LIMIT $3" \
+	" FOR UPDATE SKIP LOCKED)) " \
+	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts," \
+	" m.leased_until, m.available_at) " \
+	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until, available_at " \
+	"FROM claimed ORDER BY available_at, id", \
+	SPI_OK_SELECT, \
+	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID} }
+static SavedStatement stmt_claim_delivered[2] = {
+	CLAIM_DELIVERED(""), CLAIM_DELIVERED(KEY_HEAD("c"))
 };
 
 /*
@@ -228,6 +251,7 @@ static SavedStatement stmt_claim_delivered = {
 	" SELECT x.id FROM (" \
 	"  SELECT d.id FROM (SELECT c.id FROM outbox.message c" \
 	"   WHERE c.deferred AND c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c") \
+	KEY_HEAD("c") \
 	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
 	"  UNION ALL" \
 	"  SELECT f.id FROM (SELECT c.id FROM outbox.message c" \
@@ -235,6 +259,7 @@ static SavedStatement stmt_claim_delivered = {
 	"   AND NOT c.deferred AND " STREAM_PENDING("c") \
 	"   AND c.available_at OPERATOR(pg_catalog.<=) $2" \
 	"   AND (c.leased_until IS NULL OR c.leased_until OPERATOR(pg_catalog.<=) $2)" \
+	KEY_HEAD("c") \
 	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
 	" ) x LIMIT $3)) "
 
@@ -440,8 +465,9 @@ static int
 obx_claim(const ClaimRequest *req, ClaimSink *sink)
 {
 	bool		stream = req->topic != NULL && StreamAvailable();
+	int			v = StreamSchema() ? 1 : 0;
 	SavedStatement *claim = stream ? &stmt_claim_stream :
-		req->topic ? &stmt_claim_topic : &stmt_claim_any;
+		req->topic ? &stmt_claim_topic[v] : &stmt_claim_any[v];
 	SavedStatement *mark = req->topic ? &stmt_dead_mark_topic : &stmt_dead_mark_any;
 	Datum		args[7];
 	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
@@ -618,7 +644,8 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[2] = Int32GetDatum(req->batch_size);
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = Int32GetDatum(req->max_attempts);
-		(void) SpiExecute(&stmt_claim_delivered, args, NULL, false, 0);
+		(void) SpiExecute(&stmt_claim_delivered[StreamSchema() ? 1 : 0], args,
+						  NULL, false, 0);
 		n = obx_sink_rows(&sink, COL_DEAD_AT, &dead);
 	}
 	SpiFinish();

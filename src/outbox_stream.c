@@ -51,10 +51,12 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
+#include "common/hashfn.h"
 #include "commands/sequence.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
@@ -72,6 +74,9 @@
 
 /* a topic is at most 200 characters (CheckName), 4 bytes each */
 #define STREAM_TOPIC_BYTES		800
+
+/* the field of the advisory locks of ordering keys (applications use 1, 2) */
+#define STREAM_KEY_LOCK			0x4B4F
 
 typedef struct StreamKey
 {
@@ -414,6 +419,27 @@ obx_prepared_known(PGPROC *proc, TransactionId xid)
 			pg_atomic_read_u64(&stream_shared->records[i].first) != 0)
 			return true;
 	return false;
+}
+
+/*
+ * Take the lock of an ordering key of topic until this transaction ends:
+ * a transaction that appends to a key waits for the others that did, so
+ * positions, taken after the lock, follow the order of their commits.  An
+ * advisory lock of this database on two hashes, with a field of its own
+ * (STREAM_KEY_LOCK) so as not to meet the advisory locks of applications;
+ * two keys with the same hashes only wait for each other.
+ */
+void
+StreamLockKey(text *topic, text *key)
+{
+	LOCKTAG		tag;
+	uint32		topic_hash = DatumGetUInt32(hash_any((unsigned char *) VARDATA_ANY(topic),
+													 VARSIZE_ANY_EXHDR(topic)));
+	uint32		key_hash = DatumGetUInt32(hash_any((unsigned char *) VARDATA_ANY(key),
+												   VARSIZE_ANY_EXHDR(key)));
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, topic_hash, key_hash, STREAM_KEY_LOCK);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
 /*

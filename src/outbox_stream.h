@@ -20,6 +20,9 @@ extern void OutboxStreamInit(void);
 extern bool StreamSchema(void);
 extern bool StreamAvailable(void);
 
+/* before an append with an ordering key: wait for its other appenders */
+extern void StreamLockKey(text *topic, text *key);
+
 /* before this transaction appends its first message */
 extern void StreamNoteAppend(void);
 

@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(115);
+SELECT plan(119);
 
 -- the extension: version 1.2, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
@@ -40,7 +40,8 @@ SELECT results_eq(
              ('dead_at', 'timestamp with time zone', false, NULL),
              ('last_error', 'text', false, NULL),
              ('seq', 'bigint', true, 'nextval(''outbox.message_seq''::regclass)'),
-             ('deferred', 'boolean', true, 'false')$$,
+             ('deferred', 'boolean', true, 'false'),
+             ('ordering_key', 'text', false, NULL)$$,
     'outbox.message: columns in order, with types, NOT NULL and defaults');
 SELECT results_eq(
     $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
@@ -57,8 +58,8 @@ SELECT results_eq(
 SELECT columns_are('outbox', 'message',
                    ARRAY['id', 'topic', 'event_type', 'payload', 'created_at', 'available_at', 'attempts',
                          'leased_until', 'lease_owner', 'delivered_at', 'dead_at', 'last_error',
-                         'seq', 'deferred'],
-                   'outbox.message has exactly its fourteen columns');
+                         'seq', 'deferred', 'ordering_key'],
+                   'outbox.message has exactly its fifteen columns');
 SELECT columns_are('outbox', 'processed', ARRAY['consumer', 'message_id', 'processed_at'],
                    'outbox.processed has exactly its three columns');
 
@@ -78,6 +79,7 @@ INSERT INTO col VALUES
     ('message', 'last_error', 'text', false, NULL),
     ('message', 'seq', 'bigint', true, 'nextval(''outbox.message_seq''::regclass)'),
     ('message', 'deferred', 'boolean', true, 'false'),
+    ('message', 'ordering_key', 'text', false, NULL),
     ('processed', 'consumer', 'text', true, NULL),
     ('processed', 'message_id', 'uuid', true, NULL),
     ('processed', 'processed_at', 'timestamp with time zone', true, 'now()');
@@ -119,8 +121,8 @@ SELECT is_empty($$SELECT relname FROM pg_class
 -- lease, so that a claim's update is a HOT update
 SELECT indexes_are('outbox', 'message', ARRAY['message_pkey', 'message_due_topic_idx',
                                               'message_delivered_idx', 'message_dead_idx',
-                                              'message_stream_idx', 'message_deferred_idx'],
-                   'outbox.message has exactly its six indexes');
+                                              'message_stream_idx', 'message_deferred_idx', 'message_key_idx'],
+                   'outbox.message has exactly its seven indexes');
 SELECT indexes_are('outbox', 'processed', ARRAY['processed_pkey'],
                    'outbox.processed has exactly its primary key index');
 SELECT is(pg_get_indexdef('outbox.message_pkey'::regclass),
@@ -141,6 +143,9 @@ SELECT is(pg_get_indexdef('outbox.message_stream_idx'::regclass),
 SELECT is(pg_get_indexdef('outbox.message_deferred_idx'::regclass),
           'CREATE INDEX message_deferred_idx ON outbox.message USING btree (topic, available_at, id) WHERE (deferred AND (delivered_at IS NULL) AND (dead_at IS NULL))',
           'message_deferred_idx: deferred messages not yet finished, by topic and available_at');
+SELECT is(pg_get_indexdef('outbox.message_key_idx'::regclass),
+          'CREATE INDEX message_key_idx ON outbox.message USING btree (topic, ordering_key, seq) WHERE (ordering_key IS NOT NULL)',
+          'message_key_idx: the messages of each ordering key in stream order');
 SELECT is(pg_get_indexdef('outbox.processed_pkey'::regclass),
           'CREATE UNIQUE INDEX processed_pkey ON outbox.processed USING btree (consumer, message_id)',
           'processed_pkey definition');

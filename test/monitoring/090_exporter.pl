@@ -22,14 +22,7 @@ my $queries = "$FindBin::RealBin/../../monitoring/queries.yaml";
 ok(-x $exporter_bin, 'prometheus-postgres-exporter is installed')
   or BAIL_OUT('no exporter');
 
-my $node = PostgreSQL::Test::Cluster->new('monitoring');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'krizaka_outbox'
-outbox.worker_databases = 'app'
-outbox.worker_naptime_ms = 60000
-});
-$node->start;
+my $node = worker_node('monitoring', 'app');
 $node->safe_psql('postgres', 'CREATE DATABASE app');
 remote_server($node, 'app', 'inbox', 'postgres');
 

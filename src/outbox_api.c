@@ -68,12 +68,13 @@ outbox_append(PG_FUNCTION_ARGS)
 	{
 		id = palloc(sizeof(pg_uuid_t));
 		GenerateUuidV7(id);
-		StoreAppendNew(topic, type, payload, id, available_at);
+		StoreAppendNew(topic, type, payload, id, available_at,
+					   !PG_ARGISNULL(4));
 	}
 	else
 	{
 		id = PG_GETARG_UUID_P(3);
-		StoreAppend(topic, type, payload, id, available_at);
+		StoreAppend(topic, type, payload, id, available_at, !PG_ARGISNULL(4));
 	}
 	WakeWorkerForTopic(topic);
 	PG_RETURN_UUID_P(id);

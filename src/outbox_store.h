@@ -65,9 +65,11 @@ typedef struct EnvelopeRow
 
 /* appending (outbox_store.c) */
 extern void StoreAppend(text *topic, text *event_type, Jsonb *payload,
-						pg_uuid_t *id, TimestampTz available_at);
+						pg_uuid_t *id, TimestampTz available_at,
+						bool deferred);
 extern void StoreAppendNew(text *topic, text *event_type, Jsonb *payload,
-						   pg_uuid_t *id, TimestampTz available_at);
+						   pg_uuid_t *id, TimestampTz available_at,
+						   bool deferred);
 extern void StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 							 ArrayType *payloads, TimestampTz available_at);
 

@@ -270,7 +270,7 @@ my %part = (
 		complete => qq{SELECT outbox.complete('$id', 'k')},
 		complete_many => qq{SELECT outbox.complete_many(ARRAY['$id'::uuid], 'k')},
 		fail => qq{SELECT outbox.fail('$id', 'k', 'e')},
-		envelope => qq{SELECT outbox.envelope(ROW('$id', 't', 'e', '{}', now(), now(), 0, NULL, NULL, NULL, NULL, NULL)::outbox.message)},
+		envelope => qq{SELECT outbox.envelope(ROW('$id', 't', 'e', '{}', now(), now(), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::outbox.message)},
 	},
 	operator => {
 		route_notify => q{SELECT outbox.route_notify('sec_n', 'sec_events')},

@@ -100,7 +100,7 @@ END
 	}
 }
 
-my $http = HTTP::Tiny->new(timeout => 10);
+my $http = HTTP::Tiny->new(timeout => 10, no_proxy => ['127.0.0.1']);
 
 # One scrape: { 'name{label="value",...}' => value }, labels in name order
 # (the server label, which the exporter adds, left out).

@@ -285,8 +285,10 @@ SELECT pg_catalog.pg_extension_config_dump('outbox.routes', '');
 /*
  * outbox.topic_stats: per topic, the messages due now, delayed (backoff or
  * available_at in the future), leased, dead and delivered, the age of the
- * oldest message not yet delivered, and until when the circuit breaker of
- * the topic's route pauses it.  Each count reads one partial index.
+ * oldest message not yet delivered, until when the circuit breaker of the
+ * topic's route pauses it, and the age again in seconds (for clients that
+ * read an interval as an object, and for monitoring).  Each count reads one
+ * partial index.
  */
 CREATE VIEW outbox.topic_stats AS
 WITH pending AS (
@@ -324,7 +326,11 @@ SELECT t.topic,
        CASE WHEN pg_catalog.isfinite(p.oldest_created_at)
             THEN pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_created_at
        END AS oldest_undelivered_age,
-       r.paused_until
+       r.paused_until,
+       CASE WHEN pg_catalog.isfinite(p.oldest_created_at)
+            THEN pg_catalog.date_part('epoch',
+                     pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_created_at)
+       END AS oldest_undelivered_age_seconds
   FROM (SELECT topic FROM pending UNION SELECT topic FROM dead
         UNION SELECT topic FROM delivered) t
   LEFT JOIN pending p ON p.topic OPERATOR(pg_catalog.=) t.topic
@@ -333,7 +339,7 @@ SELECT t.topic,
   LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) t.topic;
 
 COMMENT ON VIEW outbox.topic_stats IS
-    'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, and the pause of its route.';
+    'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, the pause of its route, and that age in seconds.';
 
 CREATE FUNCTION outbox.route_notify(topic text, channel text)
 RETURNS void

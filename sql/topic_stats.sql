@@ -1,7 +1,8 @@
 --
 -- topic_stats: per topic, the messages due, delayed, leased, dead and
 -- delivered, and the age of the oldest message not yet delivered (NULL when
--- there is none); every topic with a message appears, whatever its state
+-- there is none), as an interval and in seconds; every topic with a message
+-- appears, whatever its state
 --
 SELECT regress.reset();
 SET TimeZone = 'UTC';
@@ -78,11 +79,17 @@ SELECT pg_temp.put(v.topic, v.n, v.state)
 
 SELECT topic, due, delayed, leased, dead, delivered,
        oldest_undelivered_age IS NULL AS no_age,
-       oldest_undelivered_age > interval '0' AS positive_age
+       oldest_undelivered_age > interval '0' AS positive_age,
+       oldest_undelivered_age_seconds IS NULL AS no_seconds,
+       oldest_undelivered_age_seconds > 0 AS positive_seconds
   FROM outbox.topic_stats ORDER BY topic;
 
--- the age is now() minus the created_at of the oldest pending message
-SELECT s.topic, s.oldest_undelivered_age = now() - o.created_at AS exact, o.n AS oldest
+-- the age is now() minus the created_at of the oldest pending message; the
+-- seconds are that interval's, to the microsecond
+SELECT s.topic, s.oldest_undelivered_age = now() - o.created_at AS exact,
+       s.oldest_undelivered_age_seconds
+           = extract(epoch FROM now() - o.created_at)::double precision AS exact_seconds,
+       o.n AS oldest
   FROM outbox.topic_stats s
   LEFT JOIN LATERAL (SELECT m.created_at, (m.payload->>'n')::int AS n
                        FROM outbox.message m

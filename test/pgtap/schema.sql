@@ -229,11 +229,13 @@ SELECT results_eq(
              ('dead', 'bigint'),
              ('delivered', 'bigint'),
              ('oldest_undelivered_age', 'interval'),
-             ('paused_until', 'timestamp with time zone')$$,
+             ('paused_until', 'timestamp with time zone'),
+             ('oldest_undelivered_age_seconds', 'double precision')$$,
     'outbox.topic_stats: columns in order, with types');
 SELECT columns_are('outbox', 'topic_stats',
-                   ARRAY['topic', 'due', 'delayed', 'leased', 'dead', 'delivered', 'oldest_undelivered_age', 'paused_until'],
-                   'outbox.topic_stats has exactly its eight columns');
+                   ARRAY['topic', 'due', 'delayed', 'leased', 'dead', 'delivered', 'oldest_undelivered_age', 'paused_until',
+                         'oldest_undelivered_age_seconds'],
+                   'outbox.topic_stats has exactly its nine columns');
 
 -- pg_dump keeps the rows of both tables
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c

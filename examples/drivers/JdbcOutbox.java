@@ -69,6 +69,16 @@ public class JdbcOutbox {
         }
     }
 
+    /** The business row: an order of this driver. */
+    static void insertOrder(Connection conn, String item) throws SQLException {
+        try (PreparedStatement st = conn.prepareStatement(
+                "INSERT INTO public.shop_order (driver, item) VALUES (?, ?)")) {
+            st.setString(1, DRIVER);
+            st.setString(2, item);
+            st.executeUpdate();
+        }
+    }
+
     /** outbox.append with the payload as JSON text sent as an untyped value. */
     static UUID append(Connection conn, String topic, String json, UUID id) throws SQLException {
         try (PreparedStatement st = conn.prepareStatement("SELECT outbox.append(?, ?, ?, ?)")) {
@@ -106,12 +116,7 @@ public class JdbcOutbox {
         UUID delayedId;
         conn.setAutoCommit(false);
         try {
-            try (PreparedStatement st = conn.prepareStatement(
-                    "INSERT INTO public.shop_order (driver, item) VALUES (?, ?)")) {
-                st.setString(1, DRIVER);
-                st.setString(2, "lamp-" + run);
-                st.executeUpdate();
-            }
+            insertOrder(conn, "lamp-" + run);
             for (String payload : payloads) {
                 ids.add(append(conn, topic, payload, null));
             }
@@ -160,12 +165,7 @@ public class JdbcOutbox {
         // 2. A rolled-back business transaction leaves no row and no message.
         UUID rolledId = UUID.randomUUID();
         conn.setAutoCommit(false);
-        try (PreparedStatement st = conn.prepareStatement(
-                "INSERT INTO public.shop_order (driver, item) VALUES (?, ?)")) {
-            st.setString(1, DRIVER);
-            st.setString(2, "umbrella-" + run);
-            st.executeUpdate();
-        }
+        insertOrder(conn, "umbrella-" + run);
         append(conn, topic, "{\"item\": \"umbrella\"}", rolledId);
         conn.rollback();
         conn.setAutoCommit(true);
@@ -284,12 +284,7 @@ public class JdbcOutbox {
             st.execute("LISTEN shop_events");
         }
         conn.setAutoCommit(false);
-        try (PreparedStatement st = conn.prepareStatement(
-                "INSERT INTO public.shop_order (driver, item) VALUES (?, ?)")) {
-            st.setString(1, DRIVER);
-            st.setString(2, "chair-" + run);
-            st.executeUpdate();
-        }
+        insertOrder(conn, "chair-" + run);
         String smallPayload = "{\"run\": \"" + run + "\", \"driver\": \"" + DRIVER + "\"}";
         String small = append(conn, "shop.live", smallPayload, null).toString();
         String large = append(conn, "shop.live", "{\"note\": \"" + "x".repeat(9000) + "\"}", null).toString();

@@ -1,17 +1,13 @@
 #!/usr/bin/python3
 """krizaka_outbox from psycopg2 (Debian: python3-psycopg2).
 
-Appends in a business transaction, claims, completes with complete_many,
-fails one message, consumes once, and receives envelopes of a NOTIFY route.
-Connects with the libpq environment (PGHOST, PGPORT, PGUSER, PGDATABASE) to a
-database prepared by setup.sql; prints one line per check and exits 1 on any
-mismatch.
+The steps and the checks of the README's "Drivers" chapter, against a
+database prepared by setup.sql, through the libpq environment (PGHOST,
+PGPORT, PGUSER, PGDATABASE).
 """
 import json
-import re
 import secrets
 import select
-import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -20,21 +16,11 @@ import psycopg2
 import psycopg2.errorcodes
 from psycopg2.extras import Json, register_uuid
 
+from checks import check, check_envelopes, finish
+
 DRIVER = "psycopg2"
 TYPE = "evt.shop.order_placed.v1"
 OWNER = f"{DRIVER}-worker-1"
-failures = 0
-checks = 0
-
-
-def check(name, got, want):
-    global failures, checks
-    checks += 1
-    if got == want:
-        print(f"ok - {name}")
-    else:
-        failures += 1
-        print(f"not ok - {name}: got {got!r}, want {want!r}")
 
 
 def one(cur, sql, params=()):
@@ -194,19 +180,9 @@ while len(envelopes) < 2 and time.monotonic() < deadline:
         if envelope["id"] in (small, large):
             envelopes[envelope["id"]] = envelope
 listener.close()
-check("notified both", sorted(envelopes), sorted([small, large]))
-envelope = envelopes.get(small, {})
-check("envelope keys", sorted(envelope), ["id", "occurredAt", "payload", "type"])
-check("envelope payload", envelope.get("payload"), {"driver": DRIVER, "run": run})
-check("envelope type", envelope.get("type"), TYPE)
-check("occurredAt in toISOString form",
-      bool(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", envelope.get("occurredAt", ""))), True)
-truncated = envelopes.get(large, {})
-check("large envelope truncated", (truncated.get("truncated"), "payload" in truncated), (True, False))
 with conn:
     full = one(cur, "SELECT outbox.envelope_by_id(%s)", (large,))
-check("envelope_by_id gives the payload", len(full["payload"]["note"]), 9000)
+check_envelopes(envelopes, small, large, full, DRIVER, run, TYPE)
 
 conn.close()
-print(f"{DRIVER}: {checks} checks, {failures} failed")
-sys.exit(1 if failures else 0)
+finish(DRIVER)

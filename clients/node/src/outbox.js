@@ -1,12 +1,18 @@
 // @ts-check
 /**
- * Writing and consuming with krizaka_outbox from node-postgres: append a
- * message in the caller's transaction, and apply a consumer's effect once
- * per message id (outbox.consume_once in the effect's transaction).
+ * Writing and consuming with krizaka_outbox: append a message in the
+ * caller's transaction, and apply a consumer's effect once per message id
+ * (outbox.consume_once in the effect's transaction).
+ *
+ * The transaction (`tx`) is what the caller's code already has: a pg
+ * Client or PoolClient after BEGIN, or the twin's Query (a function with
+ * pg's query signature) of a transaction.
  */
+import { isPool, toQuery, transactionStatus } from "./query.js";
 
-/** @typedef {import("pg").ClientBase} ClientBase */
-/** @typedef {import("pg").Pool} Pool */
+/** @typedef {import("./query.js").Query} Query */
+/** @typedef {import("./query.js").Client} Client */
+/** @typedef {import("./query.js").Pool} Pool */
 
 /**
  * @typedef {object} AppendInput
@@ -18,43 +24,9 @@
  */
 
 /**
- * Is this a pg Pool rather than a client?  A Pool hands out clients and
- * counts them; a Client or PoolClient does not.
- *
- * @param {unknown} target
- * @returns {target is Pool}
- */
-function isPool(target) {
-  return (
-    typeof target === "object" &&
-    target !== null &&
-    typeof (/** @type {any} */ (target).totalCount) === "number" &&
-    typeof (/** @type {any} */ (target).connect) === "function"
-  );
-}
-
-/**
- * The transaction status of a client as the server last reported it: "I"
- * idle, "T" in a transaction, "E" in a failed transaction, or null when the
- * client cannot tell (pg's native client, a pg without getTransactionStatus).
- *
- * @param {ClientBase} client
- * @param {string} caller
- * @returns {string | null}
- */
-function transactionStatus(client, caller) {
-  if (isPool(client)) {
-    throw new TypeError(`${caller} needs a client, not a pool: take a client with pool.connect()`);
-  }
-  if (typeof client.getTransactionStatus !== "function") {
-    return null;
-  }
-  return client.getTransactionStatus() ?? null;
-}
-
-/**
  * JSON text of a payload.  pg would turn a JavaScript array into a
- * PostgreSQL array, so every payload is sent as JSON text.
+ * PostgreSQL array and null into SQL NULL, so every payload is sent as JSON
+ * text.
  *
  * @param {unknown} payload
  * @returns {string}
@@ -69,17 +41,20 @@ function payloadText(payload) {
 
 /**
  * Appends one message in the caller's transaction and returns its id.  The
- * message commits or rolls back with the transaction of `client`, which must
- * be inside one (BEGIN done): outside a transaction the message would commit
- * on its own, apart from the work it reports.
+ * message commits or rolls back with the transaction of `tx`: a client
+ * known to be outside a transaction (idle, or a Pool) is refused, because
+ * its message would commit on its own, apart from the work it reports.  A
+ * Query function cannot tell, and is trusted to be a transaction's.
  *
- * @param {ClientBase} client a pg Client or PoolClient inside a transaction
+ * @param {Client | Query} tx a pg Client or PoolClient after BEGIN, or a transaction's Query
  * @param {AppendInput} input
  * @returns {Promise<string>} the message id (the given one, or a new UUIDv7)
  */
-export async function append(client, input) {
-  /* a client that cannot tell its status is trusted to be in a transaction */
-  const status = transactionStatus(client, "append");
+export async function append(tx, input) {
+  if (isPool(tx)) {
+    throw new TypeError("append needs the caller's transaction, not a pool: take a client with pool.connect() and BEGIN");
+  }
+  const status = transactionStatus(tx);
   if (status === "I") {
     throw new Error("append must run inside the caller's transaction: call BEGIN first");
   }
@@ -90,56 +65,70 @@ export async function append(client, input) {
   if (availableAt !== undefined && !(availableAt instanceof Date)) {
     throw new TypeError("availableAt must be a Date");
   }
-  const result = await client.query(
+  const { rows } = await toQuery(tx, "append's tx")(
     "SELECT outbox.append($1, $2, $3::jsonb, $4::uuid, $5::timestamptz) AS id",
     [topic, type, payloadText(payload), id ?? null, availableAt ?? null],
   );
-  return result.rows[0].id;
+  return rows[0].id;
 }
 
 /**
- * Runs `effect(client)` and outbox.consume_once(consumer, messageId) in one
+ * Runs outbox.consume_once(consumer, id) and then `effect(tx)` in one
  * transaction, so that the marker commits exactly when the effect does: a
  * crash leaves neither, and a redelivered message finds the marker and skips
  * the effect.  The marker comes first: a concurrent redelivery of the same
  * message waits for this transaction and then skips (or runs, if this one
  * rolled back).
  *
- * `target` is a Pool (a client is taken and released), an idle client (its
- * own transaction is opened and committed here), or a client inside the
- * caller's transaction (the marker and the effect join it; the caller
- * commits).  An error of the effect rolls back what this call began and is
- * thrown again.
+ * `tx` is a transaction's Query or a client inside the caller's transaction
+ * (the marker and the effect join it; the caller commits), an idle client
+ * (its own transaction is opened and committed here), or a Pool (a client is
+ * taken, used so, and released; the effect gets that client).  An error of
+ * the effect rolls back what this call began and is thrown again.
  *
- * @param {Pool | ClientBase} target
+ * `now` is the twin's clock reading.  It must be a valid Date, but the
+ * marker's time (outbox.processed.processed_at, which purge ages) is the
+ * database transaction's now(): the extension takes no clock from clients.
+ *
+ * @template {Query | Client | Pool} T
+ * @param {T} tx
  * @param {string} consumer who applies the effect, e.g. "credits"
- * @param {string} messageId the message (envelope) id
- * @param {(client: ClientBase) => unknown} effect the consumer's work, on the given client
+ * @param {string} id the message (envelope) id
+ * @param {Date} now the caller's clock; checked, not stored (see above)
+ * @param {(tx: T extends Pool ? Client : T) => unknown} effect the consumer's work, in the marker's transaction
  * @returns {Promise<boolean>} true when the effect ran, false when the marker existed
  */
-export async function consumeOnce(target, consumer, messageId, effect) {
-  if (typeof effect !== "function") {
-    throw new TypeError("consumeOnce needs an effect function");
+export async function consumeOnce(tx, consumer, id, now, effect) {
+  if (!(now instanceof Date) || Number.isNaN(now.getTime())) {
+    throw new TypeError("consumeOnce(tx, consumer, id, now, effect): now must be a valid Date");
   }
-  if (isPool(target)) {
-    const client = await target.connect();
+  if (typeof effect !== "function") {
+    throw new TypeError("consumeOnce(tx, consumer, id, now, effect): effect must be a function");
+  }
+  const run = /** @type {(tx: Query | Client) => unknown} */ (effect);
+  if (isPool(tx)) {
+    const client = await tx.connect();
     let broken = false;
     try {
-      return await consumeInOwnTransaction(client, consumer, messageId, effect);
+      return await consumeInOwnTransaction(client, consumer, id, run);
     } catch (err) {
       /* a client whose ROLLBACK failed may be unusable: do not pool it */
-      broken = transactionStatus(client, "consumeOnce") !== "I";
+      broken = transactionStatus(client) !== "I";
       throw err;
     } finally {
       client.release(broken);
     }
   }
-  const status = transactionStatus(target, "consumeOnce");
+  if (typeof tx === "function") {
+    return consumeInTransaction(tx, consumer, id, run);
+  }
+  const client = /** @type {Client} */ (tx);
+  const status = transactionStatus(client);
   if (status === "T") {
-    return consumeInTransaction(target, consumer, messageId, effect);
+    return consumeInTransaction(client, consumer, id, run);
   }
   if (status === "I") {
-    return consumeInOwnTransaction(target, consumer, messageId, effect);
+    return consumeInOwnTransaction(client, consumer, id, run);
   }
   if (status === "E") {
     throw new Error("consumeOnce: the transaction has failed; roll it back first");
@@ -153,38 +142,38 @@ export async function consumeOnce(target, consumer, messageId, effect) {
 /**
  * consume_once and the effect inside a transaction that is already open.
  *
- * @param {ClientBase} client
+ * @param {Query | Client} tx
  * @param {string} consumer
- * @param {string} messageId
- * @param {(client: ClientBase) => unknown} effect
+ * @param {string} id
+ * @param {(tx: Query | Client) => unknown} effect
  * @returns {Promise<boolean>}
  */
-async function consumeInTransaction(client, consumer, messageId, effect) {
-  const result = await client.query("SELECT outbox.consume_once($1, $2::uuid) AS first", [
-    consumer,
-    messageId,
-  ]);
-  if (!result.rows[0].first) {
+async function consumeInTransaction(tx, consumer, id, effect) {
+  const { rows } = await toQuery(tx, "consumeOnce's tx")(
+    "SELECT outbox.consume_once($1, $2::uuid) AS first",
+    [consumer, id],
+  );
+  if (!rows[0].first) {
     return false;
   }
-  await effect(client);
+  await effect(tx);
   return true;
 }
 
 /**
  * consume_once and the effect in a transaction opened and ended here.
  *
- * @param {ClientBase} client an idle client
+ * @param {Client} client an idle client
  * @param {string} consumer
- * @param {string} messageId
- * @param {(client: ClientBase) => unknown} effect
+ * @param {string} id
+ * @param {(tx: Query | Client) => unknown} effect
  * @returns {Promise<boolean>}
  */
-async function consumeInOwnTransaction(client, consumer, messageId, effect) {
+async function consumeInOwnTransaction(client, consumer, id, effect) {
   await client.query("BEGIN");
   let ran;
   try {
-    ran = await consumeInTransaction(client, consumer, messageId, effect);
+    ran = await consumeInTransaction(client, consumer, id, effect);
   } catch (err) {
     await client.query("ROLLBACK").catch(() => {
       /* the connection is gone or broken: the server rolls back by itself */

@@ -1,13 +1,25 @@
 // @ts-check
 /**
  * The envelope built by outbox.envelope(m) parses with the twins' schema,
- * and occurredAt is exactly what Date.prototype.toISOString prints.
+ * and occurredAt is exactly what Date.prototype.toISOString prints.  A
+ * NOTIFY route's truncated envelope parses in its own form, and
+ * readEnvelope replaces it with the whole one.
  */
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
+import pg from "pg";
 
-import { drainOnce, envelopeSchema, isIsoTimestamp, parseEnvelope } from "../src/index.js";
-import { appendCommitted, createTestDatabase } from "../support/db.js";
+import {
+  drainOnce,
+  envelopeSchema,
+  isIsoTimestamp,
+  isTruncated,
+  parseEnvelope,
+  readEnvelope,
+  truncatedEnvelopeSchema,
+} from "../src/index.js";
+import { appendCommitted, createTestDatabase, waitFor } from "../support/db.js";
 
 /** @type {import("../support/db.js").TestDatabase} */
 let db;
@@ -35,7 +47,7 @@ describe("the envelope", { timeout: 30000 }, () => {
     /** @type {import("../src/index.js").OutboxMessage[]} */
     const seen = [];
     const counts = await drainOnce({
-      pool: db.workerPool(),
+      query: db.workerPool(),
       owner: "envelope-1",
       topic: "envelopes",
       deliver: (message) => {
@@ -51,7 +63,7 @@ describe("the envelope", { timeout: 30000 }, () => {
          FROM outbox.message m WHERE topic = 'envelopes' ORDER BY id`,
     );
     seen.forEach((message, i) => {
-      const envelope = parseEnvelope(message.envelope);
+      const envelope = envelopeSchema.parse(message.envelope);
       assert.deepEqual(Object.keys(envelope).sort(), ["id", "occurredAt", "payload", "type"]);
       assert.equal(envelope.id, ids[i]);
       assert.equal(envelope.type, "evt.test.appended.v1");
@@ -71,7 +83,8 @@ describe("the envelope", { timeout: 30000 }, () => {
     assert.ok(envelopeSchema.safeParse({ ...good, occurredAt: "+275760-09-13T00:00:00.000Z" }).success);
 
     const bad = {
-      "an extra key": { ...good, truncated: true },
+      "an extra key": { ...good, extra: 1 },
+      "a payload and truncated": { ...good, truncated: true },
       "no payload": { id: good.id, type: good.type, occurredAt: good.occurredAt },
       "an id that is no uuid": { ...good, id: "41" },
       "a type that is no string": { ...good, type: 1 },
@@ -87,7 +100,87 @@ describe("the envelope", { timeout: 30000 }, () => {
       assert.equal(envelopeSchema.safeParse(value).success, false, what);
     }
     assert.throws(() => parseEnvelope("{not json"), SyntaxError);
+
+    /* the truncated form: exactly id, type, occurredAt and truncated: true */
+    const { payload: _payload, ...head } = good;
+    const truncated = { ...head, truncated: true };
+    assert.deepEqual(truncatedEnvelopeSchema.parse(truncated), truncated);
+    assert.deepEqual(parseEnvelope(JSON.stringify(truncated)), truncated);
+    assert.equal(isTruncated(parseEnvelope(truncated)), true);
+    assert.equal(isTruncated(parseEnvelope(good)), false);
+    const badTruncated = {
+      "truncated false": { ...head, truncated: false },
+      "truncated as text": { ...head, truncated: "true" },
+      "an extra key": { ...truncated, extra: 1 },
+      "a payload as well": { ...truncated, payload: 1 },
+      "no id": { type: head.type, occurredAt: head.occurredAt, truncated: true },
+    };
+    for (const [what, value] of Object.entries(badTruncated)) {
+      assert.throws(() => parseEnvelope(value), { name: "ZodError" }, what);
+    }
     assert.equal(isIsoTimestamp("2026-03-04T05:06:07.891Z"), true);
     assert.equal(isIsoTimestamp("2026-03-04T05:06:07.891"), false);
+  });
+
+  it("sent truncated by a NOTIFY route is read whole by readEnvelope", async () => {
+    await db.admin.query("SELECT outbox.route_notify('big', 'big_events')");
+    const listener = new pg.Client({ database: db.name, user: db.listenerRole });
+    await listener.connect();
+    try {
+      /** @type {string[]} */
+      const received = [];
+      listener.on("notification", (n) => {
+        if (n.channel === "big_events" && n.payload !== undefined) {
+          received.push(n.payload);
+        }
+      });
+      await listener.query("LISTEN big_events");
+
+      const bigPayload = { text: "x".repeat(9000), n: 1 };
+      const [small, big] = await appendCommitted(db.writerPool(), "big", [{ n: 0 }, bigPayload]);
+      const { rows: drained } = await db.admin.query("SELECT outbox.drain_once('big') AS n");
+      assert.equal(drained[0].n, 2);
+      await waitFor(() => received.length === 2, "two notifications");
+
+      /* the small one whole: readEnvelope parses it and runs no statement */
+      const noQuery = async () => assert.fail("a whole envelope needs no statement");
+      const whole = await readEnvelope(noQuery, received[0]);
+      assert.equal(whole.id, small);
+      assert.deepEqual(whole.payload, { n: 0 });
+      assert.deepEqual(Object.keys(JSON.parse(received[0])).sort(), ["id", "occurredAt", "payload", "type"]);
+
+      /* the big one truncated: exactly these keys, within NOTIFY's limit */
+      const raw = JSON.parse(received[1]);
+      assert.deepEqual(Object.keys(raw).sort(), ["id", "occurredAt", "truncated", "type"]);
+      assert.equal(raw.truncated, true);
+      assert.ok(Buffer.byteLength(received[1]) <= 7999);
+      const parsed = parseEnvelope(received[1]);
+      assert.equal(isTruncated(parsed), true);
+
+      /* read whole by id, as the listener role, with a Pool or a Query */
+      const listeners = db.listenerPool();
+      const { rows } = await db.admin.query(
+        "SELECT outbox.envelope(m) AS envelope FROM outbox.message m WHERE id = $1",
+        [big],
+      );
+      const expected = rows[0].envelope;
+      assert.deepEqual(await readEnvelope(listeners, received[1]), expected);
+      assert.deepEqual(await readEnvelope(listeners.query.bind(listeners), parsed), expected);
+      assert.deepEqual(
+        { id: expected.id, type: expected.type, occurredAt: expected.occurredAt, truncated: true },
+        raw,
+      );
+      assert.deepEqual(expected.payload, bigPayload);
+
+      /* an id the listener cannot see: unknown, or a topic with no NOTIFY route */
+      const [pulled] = await appendCommitted(db.writerPool(), "pulled", [{ n: 2 }]);
+      for (const id of [randomUUID(), pulled]) {
+        await assert.rejects(readEnvelope(listeners, { ...raw, id }), {
+          message: `envelope ${id} was truncated and outbox.envelope_by_id finds no such message: purged, or not visible to this role`,
+        });
+      }
+    } finally {
+      await listener.end();
+    }
   });
 });

@@ -64,7 +64,7 @@ async function transaction(pool, work) {
  */
 async function state(id) {
   const { rows } = await db.admin.query(
-    `SELECT attempts, lease_owner, last_error, delivered_at IS NOT NULL AS delivered,
+    `SELECT attempts, leased_until IS NOT NULL AS leased, last_error, delivered_at IS NOT NULL AS delivered,
             dead_at IS NOT NULL AS dead
        FROM outbox.message WHERE id = $1`,
     [id],
@@ -176,13 +176,13 @@ describe("the twin's shapes", { timeout: 30000 }, () => {
     /* one attempt allowed on this connection: the failure makes b dead */
     const once = db.workerPool({ options: "-c outbox.max_attempts=1" });
     assert.equal(await outbox.fail(once, b, "w1", new Error("HTTP 503")), true);
-    assert.deepEqual(await state(b), { attempts: 1, lease_owner: null, last_error: "HTTP 503", delivered: false, dead: true });
+    assert.deepEqual(await state(b), { attempts: 1, leased: false, last_error: "HTTP 503", delivered: false, dead: true });
     assert.equal(await outbox.fail(once, b, "w1", new Error("again")), false, "the lease is gone");
 
     /* the operators' functions, here as superuser */
     assert.equal(await outbox.retryDead(db.admin, b), true);
     assert.equal(await outbox.retryDead(db.admin, b), false, "no longer dead");
-    assert.deepEqual(await state(b), { attempts: 0, lease_owner: null, last_error: "HTTP 503", delivered: false, dead: false });
+    assert.deepEqual(await state(b), { attempts: 0, leased: false, last_error: "HTTP 503", delivered: false, dead: false });
 
     /* purge: the delivered a goes, the undelivered b stays */
     assert.equal(await outbox.purge(db.admin), 0, "nothing older than the retention");

@@ -26,9 +26,10 @@
  */
 
 /**
- * A connection: a pg Client or PoolClient.  getTransactionStatus (pg 8.9
+ * A connection: a pg Client or PoolClient.  getTransactionStatus (pg 8.21
  * and later) says "I" (idle), "T" (in a transaction) or "E" (in a failed
- * one); a client without it is trusted where a transaction is needed.
+ * one); without it, append trusts the client to be in a transaction and
+ * consumeOnce refuses it (it could not tell whether to open one).
  *
  * @typedef {{
  *   query(text: string, values?: unknown[]): Promise<QueryResult>,

@@ -5,9 +5,9 @@
  * runWorker loops rounds until its AbortSignal aborts.
  *
  * Every statement is a transaction of its own on the query given (a
- * pool-level Query, or the Pool): the claim commits
- * before anything is delivered, so a worker that dies mid-batch leaves
- * leases that expire, and the messages are claimed again (at least once).
+ * pool-level Query, or the Pool): the claim commits before anything is
+ * delivered, so a worker that dies mid-batch leaves leases that expire, and
+ * the messages are claimed again (at least once).
  * While `deliver` runs, a heartbeat extends the lease of the message.
  *
  * Glossary: owner = the lease_owner this worker claims as (unique per

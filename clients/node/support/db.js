@@ -162,6 +162,31 @@ export async function waitFor(check, what, timeoutMs = 15000) {
 }
 
 /**
+ * Runs fn on a client of the pool inside BEGIN and ends with `end` (COMMIT
+ * or ROLLBACK); ROLLBACK when fn throws.
+ *
+ * @template T
+ * @param {import("pg").Pool} pool
+ * @param {"COMMIT" | "ROLLBACK"} end
+ * @param {(client: import("pg").PoolClient) => Promise<T>} fn
+ * @returns {Promise<T>}
+ */
+export async function inTransaction(pool, end, fn) {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    const value = await fn(client);
+    await client.query(end);
+    return value;
+  } catch (err) {
+    await client.query("ROLLBACK");
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/**
  * Appends messages in one committed transaction of the writer role and
  * returns their ids in order.
  *
@@ -171,16 +196,11 @@ export async function waitFor(check, what, timeoutMs = 15000) {
  * @returns {Promise<string[]>}
  */
 export async function appendCommitted(writer, topic, payloads) {
-  const client = await writer.connect();
-  try {
-    await client.query("BEGIN");
+  return inTransaction(writer, "COMMIT", async (client) => {
     const ids = [];
     for (const payload of payloads) {
       ids.push(await append(client, { topic, type: "evt.test.appended.v1", payload }));
     }
-    await client.query("COMMIT");
     return ids;
-  } finally {
-    client.release();
-  }
+  });
 }

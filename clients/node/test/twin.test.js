@@ -12,7 +12,7 @@ import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 
 import { consumeOnce, createOutbox, runWorker } from "../src/index.js";
-import { appendCommitted, createTestDatabase } from "../support/db.js";
+import { appendCommitted, createTestDatabase, inTransaction } from "../support/db.js";
 
 /** @type {import("../support/db.js").TestDatabase} */
 let db;
@@ -42,20 +42,8 @@ after(async () => {
  * @param {(tx: import("../src/index.js").Query) => Promise<T>} work
  * @returns {Promise<T>}
  */
-async function transaction(pool, work) {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    const value = await work((text, values) => client.query(text, values));
-    await client.query("COMMIT");
-    return value;
-  } catch (err) {
-    await client.query("ROLLBACK");
-    throw err;
-  } finally {
-    client.release();
-  }
-}
+const transaction = (pool, work) =>
+  inTransaction(pool, "COMMIT", (client) => work((text, values) => client.query(text, values)));
 
 /**
  * The state of a message, read as superuser.

@@ -179,10 +179,10 @@ describe("the twin's shapes", { timeout: 30000 }, () => {
       );
       return rows[0].n;
     };
-    const before = await finished();
-    assert.ok(before >= 1);
+    const finishedBefore = await finished();
+    assert.ok(finishedBefore >= 1);
     assert.equal(await outbox.purge(db.admin), 0, "nothing older than the retention");
-    assert.equal(await outbox.purge(db.admin, { olderThanSeconds: 0 }), before);
+    assert.equal(await outbox.purge(db.admin, { olderThanSeconds: 0 }), finishedBefore);
     assert.equal(await finished(), 0);
     assert.equal(await state(a), undefined);
     assert.equal((await state(b)).delivered, false);

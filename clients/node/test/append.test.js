@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 
 import { append } from "../src/index.js";
-import { createTestDatabase } from "../support/db.js";
+import { createTestDatabase, inTransaction } from "../support/db.js";
 
 /** @type {import("../support/db.js").TestDatabase} */
 let db;
@@ -23,29 +23,6 @@ before(async () => {
 after(async () => {
   await db?.drop();
 });
-
-/**
- * Runs fn on a writer client inside BEGIN and ends with COMMIT or ROLLBACK.
- *
- * @template T
- * @param {"COMMIT" | "ROLLBACK"} end
- * @param {(client: import("pg").PoolClient) => Promise<T>} fn
- * @returns {Promise<T>}
- */
-async function inTransaction(end, fn) {
-  const client = await writer.connect();
-  try {
-    await client.query("BEGIN");
-    const value = await fn(client);
-    await client.query(end);
-    return value;
-  } catch (err) {
-    await client.query("ROLLBACK");
-    throw err;
-  } finally {
-    client.release();
-  }
-}
 
 /**
  * The stored row of a message, read as superuser, or undefined.
@@ -64,7 +41,7 @@ async function row(id) {
 
 describe("append", { timeout: 30000 }, () => {
   it("commits with the caller's transaction", async () => {
-    const id = await inTransaction("COMMIT", async (client) => {
+    const id = await inTransaction(writer, "COMMIT", async (client) => {
       await client.query("SELECT 1"); // the business work would be here
       return append(client, { topic: "credits", type: "evt.coupon.redeemed.v1", payload: { redemptionId: 41 } });
     });
@@ -81,7 +58,7 @@ describe("append", { timeout: 30000 }, () => {
   });
 
   it("rolls back with the caller's transaction", async () => {
-    const id = await inTransaction("ROLLBACK", (client) =>
+    const id = await inTransaction(writer, "ROLLBACK", (client) =>
       append(client, { topic: "credits", type: "evt.coupon.redeemed.v1", payload: { redemptionId: 42 } }),
     );
     assert.equal(await row(id), undefined);
@@ -118,17 +95,17 @@ describe("append", { timeout: 30000 }, () => {
   it("with an id is idempotent: the same fact twice is one message", async () => {
     const id = randomUUID();
     const input = { topic: "credits", type: "evt.coupon.redeemed.v1", payload: { redemptionId: 43 }, id };
-    assert.equal(await inTransaction("COMMIT", (client) => append(client, input)), id);
-    assert.equal(await inTransaction("COMMIT", (client) => append(client, input)), id);
+    assert.equal(await inTransaction(writer, "COMMIT", (client) => append(client, input)), id);
+    assert.equal(await inTransaction(writer, "COMMIT", (client) => append(client, input)), id);
     const { rows } = await db.admin.query("SELECT count(*)::int AS n FROM outbox.message WHERE id = $1", [id]);
     assert.equal(rows[0].n, 1);
   });
 
   it("with an id appended again with other content is a unique violation naming the id", async () => {
     const id = randomUUID();
-    await inTransaction("COMMIT", (client) => append(client, { topic: "credits", type: "evt.t.v1", payload: { n: 1 }, id }));
+    await inTransaction(writer, "COMMIT", (client) => append(client, { topic: "credits", type: "evt.t.v1", payload: { n: 1 }, id }));
     await assert.rejects(
-      inTransaction("COMMIT", (client) => append(client, { topic: "credits", type: "evt.t.v1", payload: { n: 2 }, id })),
+      inTransaction(writer, "COMMIT", (client) => append(client, { topic: "credits", type: "evt.t.v1", payload: { n: 2 }, id })),
       (/** @type {any} */ err) => {
         assert.equal(err.code, "23505");
         assert.ok(err.message.includes(id), err.message);
@@ -140,7 +117,7 @@ describe("append", { timeout: 30000 }, () => {
 
   it("stores arrays, strings and null as JSON and keeps availableAt", async () => {
     const later = new Date(Date.now() + 3600_000);
-    const ids = await inTransaction("COMMIT", async (client) => [
+    const ids = await inTransaction(writer, "COMMIT", async (client) => [
       await append(client, { topic: "json", type: "evt.t.v1", payload: [1, "two", { three: 3 }] }),
       await append(client, { topic: "json", type: "evt.t.v1", payload: "text" }),
       await append(client, { topic: "json", type: "evt.t.v1", payload: null }),
@@ -154,11 +131,11 @@ describe("append", { timeout: 30000 }, () => {
 
   it("refuses what is not JSON, and bad names with the extension's SQLSTATE", async () => {
     await assert.rejects(
-      inTransaction("COMMIT", (client) => append(client, { topic: "credits", type: "evt.t.v1", payload: undefined })),
+      inTransaction(writer, "COMMIT", (client) => append(client, { topic: "credits", type: "evt.t.v1", payload: undefined })),
       TypeError,
     );
     await assert.rejects(
-      inTransaction("COMMIT", (client) => append(client, { topic: "", type: "evt.t.v1", payload: {} })),
+      inTransaction(writer, "COMMIT", (client) => append(client, { topic: "", type: "evt.t.v1", payload: {} })),
       { code: "22023" },
     );
   });

@@ -63,7 +63,7 @@ describe("drainOnce", { timeout: 30000 }, () => {
     /** @type {import("../src/index.js").OutboxMessage[]} */
     const seen = [];
     const counts = await drainOnce({
-      pool: worker,
+      query: worker.query.bind(worker), // the twin's pool-level Query
       owner: "ordered-1",
       topic: "ordered",
       deliver: (message) => {
@@ -83,7 +83,7 @@ describe("drainOnce", { timeout: 30000 }, () => {
       assert.equal((await state(id)).delivered, true);
     }
     assert.deepEqual(
-      await drainOnce({ pool: worker, owner: "ordered-1", topic: "ordered", deliver: () => assert.fail("nothing is due") }),
+      await drainOnce({ query: worker, owner: "ordered-1", topic: "ordered", deliver: () => assert.fail("nothing is due") }),
       { claimed: 0, delivered: 0, failed: 0, lost: 0, skipped: 0 },
     );
   });
@@ -97,7 +97,7 @@ describe("drainOnce", { timeout: 30000 }, () => {
     const [id] = await appendCommitted(writer, "failing", [{ to: "billing" }]);
     const drain = (/** @type {unknown} */ thrown) =>
       drainOnce({
-        pool: failing,
+        query: failing,
         owner: "failing-1",
         topic: "failing",
         deliver: () => {
@@ -150,7 +150,7 @@ describe("drainOnce", { timeout: 30000 }, () => {
   it("extends the lease while a slow delivery runs", async () => {
     const [id] = await appendCommitted(writer, "slow", [{ slow: true }]);
     const counts = await drainOnce({
-      pool: worker,
+      query: worker,
       owner: "slow-1",
       topic: "slow",
       leaseSeconds: 10,
@@ -176,7 +176,7 @@ describe("drainOnce", { timeout: 30000 }, () => {
      */
     const [first] = await appendCommitted(writer, "stolen", [{ n: 1 }]);
     const counts = await drainOnce({
-      pool: worker,
+      query: worker,
       owner: "slow-owner",
       topic: "stolen",
       deliver: async () => {
@@ -204,7 +204,7 @@ describe("drainOnce", { timeout: 30000 }, () => {
     /** @type {string[]} */
     const delivered2 = [];
     const counts2 = await drainOnce({
-      pool: worker,
+      query: worker,
       owner: "slow-owner",
       topic: "stolen2",
       heartbeatSeconds: 0.05,

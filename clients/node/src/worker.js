@@ -4,9 +4,10 @@
  * round (claim a batch, deliver it in order, record each outcome) and
  * runWorker loops rounds until its AbortSignal aborts.
  *
- * Every statement is a transaction of its own on the pool: the claim commits
- * before anything is delivered, so a worker that dies mid-batch leaves
- * leases that expire, and the messages are claimed again (at least once).
+ * Every statement is a transaction of its own on the query given (a
+ * pool-level Query, or the Pool): the claim commits before anything is
+ * delivered, so a worker that dies mid-batch leaves leases that expire, and
+ * the messages are claimed again (at least once).
  * While `deliver` runs, a heartbeat extends the lease of the message.
  *
  * Glossary: owner = the lease_owner this worker claims as (unique per
@@ -15,32 +16,17 @@
  */
 import { performance } from "node:perf_hooks";
 
-/** @typedef {import("./envelope.js").Envelope} Envelope */
+import { isOutbox } from "./create-outbox.js";
+import { claimBatch, complete, extend, fail } from "./pull.js";
 
-/**
- * Anything that runs a statement in a transaction of its own: a pg Pool, or
- * a Client that is not inside a transaction.
- *
- * @typedef {{ query: import("pg").Pool["query"] }} Queryable
- */
-
-/**
- * A claimed message, as `deliver` receives it.
- *
- * @typedef {object} OutboxMessage
- * @property {string} id
- * @property {string} topic
- * @property {string} type the event type (routing key)
- * @property {unknown} payload the JSON payload
- * @property {Date} createdAt when it was appended
- * @property {number} attempts claims so far, this one included
- * @property {Date} leasedUntil lease expiry given by the claim
- * @property {Envelope} envelope the wire envelope, as outbox.envelope built it
- */
+/** @typedef {import("./query.js").Query} Query */
+/** @typedef {import("./query.js").Pool} Pool */
+/** @typedef {import("./pull.js").OutboxMessage} OutboxMessage */
 
 /**
  * @typedef {object} DrainOptions
- * @property {Queryable} pool where to claim and record outcomes
+ * @property {Query | Pool} query where to claim and record outcomes: a pool-level Query (pool.query.bind(pool)) or the Pool
+ * @property {import("./create-outbox.js").Outbox} [outbox] the twin's outbox object; this package's createOutbox() (optional)
  * @property {string} owner the lease owner, unique per worker process
  * @property {string} [topic] the topic to drain; all topics when omitted
  * @property {number} [batchSize] claim size (default: outbox.batch_size)
@@ -52,7 +38,8 @@ import { performance } from "node:perf_hooks";
 
 /**
  * @typedef {object} WorkerOptions
- * @property {Queryable} pool
+ * @property {Query | Pool} query
+ * @property {import("./create-outbox.js").Outbox} [outbox]
  * @property {string} owner
  * @property {string} [topic]
  * @property {number} [batchSize]
@@ -79,19 +66,6 @@ import { performance } from "node:perf_hooks";
 /** The shortest lease the extension grants (outbox.lease_seconds is 10-3600). */
 const SHORTEST_LEASE_SECONDS = 10;
 
-/** The text fail stores when an error has no text of its own. */
-const NO_ERROR_TEXT = "delivery failed without an error message";
-
-/*
- * The claim.  The rows of a set-returning function in FROM come back in the
- * order it returns them, which is the claim order.  lease_left tells the
- * lease length when the caller left it to the outbox.lease_seconds setting.
- */
-const CLAIM_SQL = `SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.attempts,
-       m.leased_until, outbox.envelope(m) AS envelope,
-       extract(epoch FROM m.leased_until - clock_timestamp())::float8 AS lease_left
-  FROM outbox.claim($1, $2, $3, $4) AS m`;
-
 /**
  * Creates an empty set of counts.
  *
@@ -102,36 +76,16 @@ function noCounts() {
 }
 
 /**
- * The text to store for a failed delivery: the error's message, or its
- * String() form; never empty (outbox.fail refuses an empty text) and
- * without NUL characters (PostgreSQL text cannot hold them).
- *
- * @param {unknown} err
- * @returns {string}
- */
-export function errorText(err) {
-  let text = "";
-  if (err instanceof Error && typeof err.message === "string" && err.message !== "") {
-    text = err.message;
-  } else {
-    try {
-      text = String(err);
-    } catch {
-      text = "";
-    }
-  }
-  text = text.replace(/\0/g, "");
-  return text.trim() === "" ? NO_ERROR_TEXT : text;
-}
-
-/**
  * Checks the options shared by drainOnce and runWorker.
  *
  * @param {DrainOptions} options
  */
 function checkDrainOptions(options) {
-  if (!options || typeof options.pool?.query !== "function") {
-    throw new TypeError("pool must be a pg Pool (or a client outside a transaction)");
+  if (!options || !(typeof options.query === "function" || typeof options.query?.query === "function")) {
+    throw new TypeError("query must be a pool-level Query (pool.query.bind(pool)) or a pg Pool");
+  }
+  if (options.outbox !== undefined && !isOutbox(options.outbox)) {
+    throw new TypeError("outbox must come from this package's createOutbox()");
   }
   if (typeof options.owner !== "string" || options.owner === "") {
     throw new TypeError("owner must be a non-empty string, unique per worker process");
@@ -143,44 +97,6 @@ function checkDrainOptions(options) {
   if (hb !== undefined && !(typeof hb === "number" && Number.isFinite(hb) && hb > 0)) {
     throw new TypeError("heartbeatSeconds must be a positive number");
   }
-}
-
-/**
- * Turns a claimed row into the message given to deliver.
- *
- * @param {any} row
- * @returns {OutboxMessage}
- */
-function toMessage(row) {
-  return {
-    id: row.id,
-    topic: row.topic,
-    type: row.event_type,
-    payload: row.payload,
-    createdAt: row.created_at,
-    attempts: row.attempts,
-    leasedUntil: row.leased_until,
-    envelope: row.envelope,
-  };
-}
-
-/**
- * Pushes the lease of a message to now + lease; false when this owner no
- * longer holds it.
- *
- * @param {Queryable} pool
- * @param {string} id
- * @param {string} owner
- * @param {number | null} leaseSeconds
- * @returns {Promise<boolean>}
- */
-async function extend(pool, id, owner, leaseSeconds) {
-  const { rows } = await pool.query("SELECT outbox.extend($1::uuid, $2, $3) AS held", [
-    id,
-    owner,
-    leaseSeconds,
-  ]);
-  return rows[0].held === true;
 }
 
 /**
@@ -202,7 +118,7 @@ async function deliverWithHeartbeat(options, message, periodMs) {
     if (beat !== null) {
       return;
     }
-    beat = extend(options.pool, message.id, options.owner, options.leaseSeconds ?? null)
+    beat = extend(options.query, message.id, options.owner, options.leaseSeconds)
       .then(() => {})
       .catch(() => {})
       .finally(() => {
@@ -238,7 +154,7 @@ async function deliverWithHeartbeat(options, message, periodMs) {
  */
 export async function drainOnce(options) {
   checkDrainOptions(options);
-  const { pool, owner, signal } = options;
+  const { query, owner, signal } = options;
   const counts = noCounts();
   if (signal?.aborted) {
     return counts;
@@ -246,26 +162,21 @@ export async function drainOnce(options) {
 
   /* leases start during the claim, so their age is counted from before it */
   const claimStart = performance.now();
-  const { rows } = await pool.query(CLAIM_SQL, [
-    owner,
-    options.topic ?? null,
-    options.batchSize ?? null,
-    options.leaseSeconds ?? null,
-  ]);
-  counts.claimed = rows.length;
-  if (rows.length === 0) {
+  const { messages, leaseLeft } = await claimBatch(query, options);
+  counts.claimed = messages.length;
+  if (messages.length === 0) {
     return counts;
   }
 
-  const leaseSeconds = options.leaseSeconds ?? Math.max(1, Math.round(rows[0].lease_left));
+  const leaseSeconds = options.leaseSeconds ?? Math.max(1, Math.round(leaseLeft));
   const periodMs = (options.heartbeatSeconds ?? leaseSeconds / 3) * 1000;
 
-  for (let i = 0; i < rows.length; i++) {
-    const message = toMessage(rows[i]);
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i];
 
     if (signal?.aborted) {
-      counts.skipped = rows.length - i;
-      await handBack(pool, owner, rows.slice(i));
+      counts.skipped = messages.length - i;
+      await handBack(query, owner, messages.slice(i));
       break;
     }
 
@@ -276,36 +187,17 @@ export async function drainOnce(options) {
      * periods (two thirds of it by default).
      */
     if (performance.now() - claimStart >= periodMs &&
-        !(await extend(pool, message.id, owner, options.leaseSeconds ?? null))) {
+        !(await extend(query, message.id, owner, options.leaseSeconds))) {
       counts.lost++;
       continue;
     }
 
     const outcome = await deliverWithHeartbeat(options, message, periodMs);
 
-    let recorded;
     if (outcome === undefined) {
-      const { rows: done } = await pool.query("SELECT outbox.complete($1::uuid, $2) AS done", [
-        message.id,
-        owner,
-      ]);
-      recorded = done[0].done === true;
-      if (recorded) {
-        counts.delivered++;
-      }
+      counts[(await complete(query, message.id, owner)) ? "delivered" : "lost"]++;
     } else {
-      const { rows: done } = await pool.query("SELECT outbox.fail($1::uuid, $2, $3) AS done", [
-        message.id,
-        owner,
-        errorText(outcome.error),
-      ]);
-      recorded = done[0].done === true;
-      if (recorded) {
-        counts.failed++;
-      }
-    }
-    if (!recorded) {
-      counts.lost++;
+      counts[(await fail(query, message.id, owner, outcome.error)) ? "failed" : "lost"]++;
     }
   }
   return counts;
@@ -319,13 +211,13 @@ export async function drainOnce(options) {
  * lease that cannot be cut simply runs out, so errors are not thrown from
  * a stopping worker.
  *
- * @param {Queryable} pool
+ * @param {Query | Pool} query
  * @param {string} owner
- * @param {any[]} rows
+ * @param {OutboxMessage[]} messages
  */
-async function handBack(pool, owner, rows) {
-  for (const row of rows) {
-    await extend(pool, row.id, owner, SHORTEST_LEASE_SECONDS).catch(() => false);
+async function handBack(query, owner, messages) {
+  for (const message of messages) {
+    await extend(query, message.id, owner, SHORTEST_LEASE_SECONDS).catch(() => false);
   }
 }
 

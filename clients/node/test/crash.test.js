@@ -79,7 +79,7 @@ describe("a worker killed mid-batch", { timeout: 30000 }, () => {
     const rescued = [];
     const rescue = () =>
       drainOnce({
-        pool: worker,
+        query: worker,
         owner: "rescuer",
         topic: "crash",
         deliver: (message) => {

@@ -35,7 +35,7 @@ beforeEach(async () => {
  * The effect of the tests: one credit row for the message.
  *
  * @param {string} messageId
- * @returns {(client: import("pg").ClientBase) => Promise<unknown>}
+ * @returns {(client: import("../src/index.js").Client) => Promise<unknown>}
  */
 const grant = (messageId) => (client) =>
   client.query("INSERT INTO credit (message_id, amount) VALUES ($1, 10)", [messageId]);
@@ -83,31 +83,31 @@ async function waitForBlockedConsumeOnce() {
 describe("consumeOnce", { timeout: 30000 }, () => {
   it("applies the effect the first time only", async () => {
     const id = randomUUID();
-    assert.equal(await consumeOnce(consumer, "credits", id, grant(id)), true);
-    assert.equal(await consumeOnce(consumer, "credits", id, grant(id)), false);
+    assert.equal(await consumeOnce(consumer, "credits", id, new Date(), grant(id)), true);
+    assert.equal(await consumeOnce(consumer, "credits", id, new Date(), grant(id)), false);
     assert.deepEqual(await applied(id), { credits: 1, markers: 1 });
     /* another consumer has its own marker */
-    assert.equal(await consumeOnce(consumer, "audit", id, () => {}), true);
+    assert.equal(await consumeOnce(consumer, "audit", id, new Date(), () => {}), true);
   });
 
   it("leaves neither marker nor effect when the effect throws", async () => {
     const id = randomUUID();
     await assert.rejects(
-      consumeOnce(consumer, "credits", id, async (client) => {
+      consumeOnce(consumer, "credits", id, new Date(), async (client) => {
         await grant(id)(client);
         throw new Error("downstream refused");
       }),
       { message: "downstream refused" },
     );
     assert.deepEqual(await applied(id), { credits: 0, markers: 0 });
-    assert.equal(await consumeOnce(consumer, "credits", id, grant(id)), true);
+    assert.equal(await consumeOnce(consumer, "credits", id, new Date(), grant(id)), true);
     assert.deepEqual(await applied(id), { credits: 1, markers: 1 });
   });
 
   it("reports an effect whose failed statement it swallowed", async () => {
     const id = randomUUID();
     await assert.rejects(
-      consumeOnce(consumer, "credits", id, async (client) => {
+      consumeOnce(consumer, "credits", id, new Date(), async (client) => {
         await client.query("SELECT 1/0").catch(() => {});
       }),
       /rolled back/,
@@ -120,14 +120,14 @@ describe("consumeOnce", { timeout: 30000 }, () => {
     const inEffect = gate();
     const finish = gate();
     let runs = 0;
-    const first = consumeOnce(consumer, "credits", id, async (client) => {
+    const first = consumeOnce(consumer, "credits", id, new Date(), async (client) => {
       runs++;
       await grant(id)(client);
       inEffect.resolve();
       await finish.promise;
     });
     await inEffect.promise;
-    const second = consumeOnce(consumer, "credits", id, async (client) => {
+    const second = consumeOnce(consumer, "credits", id, new Date(), async (client) => {
       runs++;
       await grant(id)(client);
     });
@@ -142,14 +142,14 @@ describe("consumeOnce", { timeout: 30000 }, () => {
     const id = randomUUID();
     const inEffect = gate();
     const finish = gate();
-    const first = consumeOnce(consumer, "credits", id, async (client) => {
+    const first = consumeOnce(consumer, "credits", id, new Date(), async (client) => {
       await grant(id)(client);
       inEffect.resolve();
       await finish.promise;
       throw new Error("crashed after the effect");
     });
     await inEffect.promise;
-    const second = consumeOnce(consumer, "credits", id, grant(id));
+    const second = consumeOnce(consumer, "credits", id, new Date(), grant(id));
     await waitForBlockedConsumeOnce();
     finish.resolve();
     await assert.rejects(first, { message: "crashed after the effect" });
@@ -162,15 +162,15 @@ describe("consumeOnce", { timeout: 30000 }, () => {
     const client = await consumer.connect();
     try {
       await client.query("BEGIN");
-      assert.equal(await consumeOnce(client, "credits", id, grant(id)), true);
+      assert.equal(await consumeOnce(client, "credits", id, new Date(), grant(id)), true);
       assert.equal(client.getTransactionStatus(), "T", "the caller's transaction stays open");
       await client.query("ROLLBACK");
       assert.deepEqual(await applied(id), { credits: 0, markers: 0 });
 
-      assert.equal(await consumeOnce(client, "credits", id, grant(id)), true);
+      assert.equal(await consumeOnce(client, "credits", id, new Date(), grant(id)), true);
       assert.equal(client.getTransactionStatus(), "I", "its own transaction is committed");
       assert.deepEqual(await applied(id), { credits: 1, markers: 1 });
-      assert.equal(await consumeOnce(client, "credits", id, grant(id)), false);
+      assert.equal(await consumeOnce(client, "credits", id, new Date(), grant(id)), false);
     } finally {
       client.release();
     }

@@ -18,8 +18,10 @@ import { append } from "../src/index.js";
  * @property {import("pg").Pool} admin superuser connections to the database
  * @property {string} writerRole may append and consume_once
  * @property {string} workerRole may claim, extend, complete, fail and build envelopes
+ * @property {string} listenerRole may read envelopes by id (listeners of NOTIFY routes)
  * @property {(extra?: import("pg").PoolConfig) => import("pg").Pool} writerPool
  * @property {(extra?: import("pg").PoolConfig) => import("pg").Pool} workerPool
+ * @property {(extra?: import("pg").PoolConfig) => import("pg").Pool} listenerPool
  * @property {() => Promise<void>} drop closes every pool and drops the database and roles
  */
 
@@ -66,7 +68,7 @@ async function waitForNoSessions(name) {
 
 /**
  * Creates the database `krizaka_node_<suffix>` with the extension and the
- * two roles, after dropping what a previous run may have left.
+ * writer, worker and listener roles, after dropping what a previous run may have left.
  *
  * @param {string} suffix
  * @returns {Promise<TestDatabase>}
@@ -75,17 +77,20 @@ export async function createTestDatabase(suffix) {
   const name = `krizaka_node_${suffix}`;
   const writerRole = `${name}_writer`;
   const workerRole = `${name}_worker`;
+  const listenerRole = `${name}_listener`;
   const id = pg.escapeIdentifier;
   const dropAll = [
     `DROP DATABASE IF EXISTS ${id(name)} WITH (FORCE)`,
     `DROP ROLE IF EXISTS ${id(writerRole)}`,
     `DROP ROLE IF EXISTS ${id(workerRole)}`,
+    `DROP ROLE IF EXISTS ${id(listenerRole)}`,
   ];
   await onMaintenanceDb([
     ...dropAll,
     `CREATE DATABASE ${id(name)}`,
     `CREATE ROLE ${id(writerRole)} LOGIN`,
     `CREATE ROLE ${id(workerRole)} LOGIN`,
+    `CREATE ROLE ${id(listenerRole)} LOGIN`,
   ]);
 
   /** @type {import("pg").Pool[]} */
@@ -99,7 +104,7 @@ export async function createTestDatabase(suffix) {
 
   const admin = pool({});
   await admin.query(`CREATE EXTENSION krizaka_outbox;
-    GRANT USAGE ON SCHEMA outbox TO ${id(writerRole)}, ${id(workerRole)};
+    GRANT USAGE ON SCHEMA outbox TO ${id(writerRole)}, ${id(workerRole)}, ${id(listenerRole)};
     GRANT EXECUTE ON FUNCTION
         outbox.append(text, text, jsonb, uuid, timestamptz, text),
         outbox.append_batch(text, text, jsonb[], text),
@@ -112,15 +117,18 @@ export async function createTestDatabase(suffix) {
         outbox.complete_many(uuid[], text),
         outbox.fail(uuid, text, text),
         outbox.envelope(outbox.message)
-      TO ${id(workerRole)};`);
+      TO ${id(workerRole)};
+    GRANT EXECUTE ON FUNCTION outbox.envelope_by_id(uuid) TO ${id(listenerRole)};`);
 
   return {
     name,
     admin,
     writerRole,
     workerRole,
+    listenerRole,
     writerPool: (extra = {}) => pool({ ...extra, user: writerRole }),
     workerPool: (extra = {}) => pool({ ...extra, user: workerRole }),
+    listenerPool: (extra = {}) => pool({ ...extra, user: listenerRole }),
     drop: async () => {
       await Promise.all(pools.map((p) => p.end()));
       await waitForNoSessions(name);
@@ -154,6 +162,31 @@ export async function waitFor(check, what, timeoutMs = 15000) {
 }
 
 /**
+ * Runs fn on a client of the pool inside BEGIN and ends with `end` (COMMIT
+ * or ROLLBACK); ROLLBACK when fn throws.
+ *
+ * @template T
+ * @param {import("pg").Pool} pool
+ * @param {"COMMIT" | "ROLLBACK"} end
+ * @param {(client: import("pg").PoolClient) => Promise<T>} fn
+ * @returns {Promise<T>}
+ */
+export async function inTransaction(pool, end, fn) {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    const value = await fn(client);
+    await client.query(end);
+    return value;
+  } catch (err) {
+    await client.query("ROLLBACK");
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/**
  * Appends messages in one committed transaction of the writer role and
  * returns their ids in order.
  *
@@ -163,16 +196,11 @@ export async function waitFor(check, what, timeoutMs = 15000) {
  * @returns {Promise<string[]>}
  */
 export async function appendCommitted(writer, topic, payloads) {
-  const client = await writer.connect();
-  try {
-    await client.query("BEGIN");
+  return inTransaction(writer, "COMMIT", async (client) => {
     const ids = [];
     for (const payload of payloads) {
       ids.push(await append(client, { topic, type: "evt.test.appended.v1", payload }));
     }
-    await client.query("COMMIT");
     return ids;
-  } finally {
-    client.release();
-  }
+  });
 }

@@ -24,7 +24,7 @@ const stuckAt = Number(env.KRIZAKA_STUCK_AT);
 let started = 0;
 
 await runWorker({
-  pool,
+  query: pool,
   owner: env.KRIZAKA_OWNER ?? "crash-worker",
   topic: env.KRIZAKA_TOPIC,
   leaseSeconds: 60,

@@ -38,7 +38,7 @@ describe("two workers at once", { timeout: 30000 }, () => {
     /** @param {string} owner */
     const start = (owner) =>
       runWorker({
-        pool: db.workerPool({ max: 2 }),
+        query: db.workerPool({ max: 2 }),
         owner,
         topic: "shared",
         batchSize: 4,

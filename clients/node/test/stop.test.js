@@ -64,7 +64,7 @@ describe("runWorker", { timeout: 30000 }, () => {
     /** @type {number[]} */
     const sleeps = [];
     const running = runWorker({
-      pool: worker,
+      query: worker,
       owner: "idle-1",
       topic: "idle",
       deliver: () => assert.fail("nothing to deliver"),
@@ -88,7 +88,7 @@ describe("runWorker", { timeout: 30000 }, () => {
     /** @type {string[]} */
     const delivered = [];
     const running = runWorker({
-      pool: worker,
+      query: worker,
       owner: "loop-1",
       topic: "loop",
       deliver: (message) => {
@@ -121,7 +121,7 @@ describe("runWorker", { timeout: 30000 }, () => {
     /** @type {string[]} */
     const delivered = [];
     const running = runWorker({
-      pool: worker,
+      query: worker,
       owner: "abort-1",
       topic: "abort",
       leaseSeconds: 600,
@@ -155,7 +155,7 @@ describe("runWorker", { timeout: 30000 }, () => {
   it("does not start when the signal has already aborted", async () => {
     await appendCommitted(writer, "never", [{ n: 1 }]);
     const totals = await runWorker({
-      pool: worker,
+      query: worker,
       owner: "never-1",
       topic: "never",
       deliver: () => assert.fail("must not deliver"),
@@ -170,7 +170,7 @@ describe("runWorker", { timeout: 30000 }, () => {
     const stop = new AbortController();
     await assert.rejects(
       runWorker({
-        pool: broken,
+        query: broken,
         owner: "broken-1",
         deliver: () => {},
         sleep: deafSleep([]),
@@ -181,7 +181,7 @@ describe("runWorker", { timeout: 30000 }, () => {
     /** @type {unknown[]} */
     const errors = [];
     const running = runWorker({
-      pool: broken,
+      query: broken,
       owner: "broken-1",
       deliver: () => {},
       sleep: (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000)),
@@ -196,7 +196,7 @@ describe("runWorker", { timeout: 30000 }, () => {
   });
 
   it("refuses options it cannot run with", async () => {
-    const base = { pool: worker, owner: "x", deliver: () => {}, sleep: deafSleep([]) };
+    const base = { query: worker, owner: "x", deliver: () => {}, sleep: deafSleep([]) };
     await assert.rejects(runWorker(/** @type {any} */ ({ ...base })), TypeError);
     await assert.rejects(runWorker(/** @type {any} */ ({ ...base, owner: "", signal: new AbortController().signal })), TypeError);
     await assert.rejects(

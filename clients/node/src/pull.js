@@ -1,0 +1,202 @@
+// @ts-check
+/**
+ * The pull side of krizaka_outbox, one statement each: claim a batch,
+ * complete or fail a message as the lease's owner, extend a lease, give a
+ * dead message another life, purge.  Each runs as a transaction of its own
+ * on the Query given (pool.query.bind(pool), or the Pool itself): a claim
+ * must commit before anything is delivered.
+ *
+ * Glossary: owner = the lease_owner a worker claims as (unique per process,
+ * e.g. "host:pid"); an outcome (complete, fail, extend) acts only while the
+ * owner holds the lease, and reports false when another owner took it.
+ */
+import { toQuery } from "./query.js";
+
+/** @typedef {import("./query.js").Query} Query */
+/** @typedef {import("./query.js").Pool} Pool */
+/** @typedef {import("./envelope.js").Envelope} Envelope */
+
+/**
+ * A claimed message, as `deliver` receives it.
+ *
+ * @typedef {object} OutboxMessage
+ * @property {string} id
+ * @property {string} topic
+ * @property {string} type the event type (routing key)
+ * @property {unknown} payload the JSON payload
+ * @property {Date} createdAt when it was appended
+ * @property {number} attempts claims so far, this one included
+ * @property {Date} leasedUntil lease expiry given by the claim
+ * @property {Envelope} envelope the wire envelope, as outbox.envelope built it
+ */
+
+/**
+ * @typedef {object} ClaimOptions
+ * @property {string} owner the lease owner, unique per worker process
+ * @property {string} [topic] the topic to claim from; all topics when omitted
+ * @property {number} [batchSize] claim size (default: the setting outbox.batch_size)
+ * @property {number} [leaseSeconds] lease length (default: the setting outbox.lease_seconds)
+ */
+
+/** The text fail stores when an error has no text of its own. */
+const NO_ERROR_TEXT = "delivery failed without an error message";
+
+/*
+ * The claim.  The rows of a set-returning function in FROM come back in the
+ * order it returns them, which is the claim order.  lease_left tells the
+ * lease length when the caller left it to the outbox.lease_seconds setting.
+ */
+const CLAIM_SQL = `SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.attempts,
+       m.leased_until, outbox.envelope(m) AS envelope,
+       extract(epoch FROM m.leased_until - clock_timestamp())::float8 AS lease_left
+  FROM outbox.claim($1, $2, $3, $4) AS m`;
+
+/**
+ * Claims a batch and tells how long its leases were when the claim
+ * returned (seconds, by the database's clock).
+ *
+ * @param {Query | Pool} query
+ * @param {ClaimOptions} options
+ * @returns {Promise<{ messages: OutboxMessage[], leaseLeft: number }>}
+ */
+export async function claimBatch(query, options) {
+  const { rows } = await toQuery(query, "query")(CLAIM_SQL, [
+    options.owner,
+    options.topic ?? null,
+    options.batchSize ?? null,
+    options.leaseSeconds ?? null,
+  ]);
+  return {
+    messages: rows.map((row) => ({
+      id: row.id,
+      topic: row.topic,
+      type: row.event_type,
+      payload: row.payload,
+      createdAt: row.created_at,
+      attempts: row.attempts,
+      leasedUntil: row.leased_until,
+      envelope: row.envelope,
+    })),
+    leaseLeft: rows.length === 0 ? 0 : rows[0].lease_left,
+  };
+}
+
+/**
+ * Leases up to a batch of due messages for `owner`, oldest first, and
+ * returns them in that order (outbox.claim, committed when it returns).
+ *
+ * @param {Query | Pool} query
+ * @param {ClaimOptions} options
+ * @returns {Promise<OutboxMessage[]>}
+ */
+export async function claim(query, options) {
+  return (await claimBatch(query, options)).messages;
+}
+
+/**
+ * Marks a message delivered; false when `owner` does not hold its lease
+ * (another worker took it) or it is already delivered or dead.
+ *
+ * @param {Query | Pool} query
+ * @param {string} id
+ * @param {string} owner
+ * @returns {Promise<boolean>}
+ */
+export async function complete(query, id, owner) {
+  const { rows } = await toQuery(query, "query")("SELECT outbox.complete($1::uuid, $2) AS done", [id, owner]);
+  return rows[0].done === true;
+}
+
+/**
+ * Records a failed delivery with the error's text (see errorText): the
+ * message backs off, or is dead after the last allowed attempt.  False when
+ * `owner` does not hold its lease.
+ *
+ * @param {Query | Pool} query
+ * @param {string} id
+ * @param {string} owner
+ * @param {unknown} error what deliver threw
+ * @returns {Promise<boolean>}
+ */
+export async function fail(query, id, owner, error) {
+  const { rows } = await toQuery(query, "query")("SELECT outbox.fail($1::uuid, $2, $3) AS done", [
+    id,
+    owner,
+    errorText(error),
+  ]);
+  return rows[0].done === true;
+}
+
+/**
+ * Pushes the lease of a message to now + leaseSeconds (default: the setting
+ * outbox.lease_seconds); false when `owner` no longer holds it.
+ *
+ * @param {Query | Pool} query
+ * @param {string} id
+ * @param {string} owner
+ * @param {number} [leaseSeconds]
+ * @returns {Promise<boolean>}
+ */
+export async function extend(query, id, owner, leaseSeconds) {
+  const { rows } = await toQuery(query, "query")("SELECT outbox.extend($1::uuid, $2, $3) AS held", [
+    id,
+    owner,
+    leaseSeconds ?? null,
+  ]);
+  return rows[0].held === true;
+}
+
+/**
+ * Gives a dead message another life (attempts 0, available now); false when
+ * the message is not dead.  Needs the operators' grant of retry_dead.
+ *
+ * @param {Query | Pool} query
+ * @param {string} id
+ * @returns {Promise<boolean>}
+ */
+export async function retryDead(query, id) {
+  const { rows } = await toQuery(query, "query")("SELECT outbox.retry_dead($1::uuid) AS revived", [id]);
+  return rows[0].revived === true;
+}
+
+/**
+ * Deletes delivered and dead messages finished more than `olderThanSeconds`
+ * ago (default: the setting outbox.retention_days), at most `maxRows` of
+ * them, and the consume-once markers older than that; returns the number of
+ * messages deleted.  Needs the operators' grant of purge.
+ *
+ * @param {Query | Pool} query
+ * @param {{ olderThanSeconds?: number, maxRows?: number }} [options]
+ * @returns {Promise<number>}
+ */
+export async function purge(query, options = {}) {
+  /* make_interval is strict: no olderThanSeconds gives NULL, the retention */
+  const { rows } = await toQuery(query, "query")(
+    "SELECT outbox.purge(make_interval(secs => $1::float8), $2::bigint)::float8 AS purged",
+    [options.olderThanSeconds ?? null, options.maxRows ?? null],
+  );
+  return rows[0].purged;
+}
+
+/**
+ * The text to store for a failed delivery: the error's message, or its
+ * String() form; never empty (outbox.fail refuses an empty text) and
+ * without NUL characters (PostgreSQL text cannot hold them).
+ *
+ * @param {unknown} err
+ * @returns {string}
+ */
+export function errorText(err) {
+  let text = "";
+  if (err instanceof Error && typeof err.message === "string" && err.message !== "") {
+    text = err.message;
+  } else {
+    try {
+      text = String(err);
+    } catch {
+      text = "";
+    }
+  }
+  text = text.replace(/\0/g, "");
+  return text.trim() === "" ? NO_ERROR_TEXT : text;
+}

@@ -14,7 +14,8 @@ use PostgreSQL::Test::Cluster;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node remote_server);
+our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node remote_server
+  replicated_outbox notified_ids);
 
 # Quote a string as an SQL literal.
 sub lit
@@ -115,6 +116,70 @@ sub remote_server
 		CREATE USER MAPPING FOR $su SERVER $server OPTIONS (user '$su');
 	});
 	return;
+}
+
+# A primary with a drain worker for database app and a streaming standby of
+# it (asynchronous until the caller says otherwise), and a remote target,
+# a cluster of its own with a table public.received (id, topic, at).  In
+# app: topic n is routed to NOTIFY channel events, topic r to an INSERT
+# into the target's table.  The extension is in database postgres too, for
+# worker_status().  Returns ($primary, $standby, $target), all started;
+# $conf is added to the primary's postgresql.conf (and so the standby's).
+sub replicated_outbox
+{
+	my ($conf) = @_;
+	my $target = PostgreSQL::Test::Cluster->new('target');
+	$target->init;
+	$target->start;
+	$target->safe_psql('postgres',
+		'CREATE TABLE received (id uuid, topic text, at timestamptz DEFAULT clock_timestamp())');
+
+	my $primary = PostgreSQL::Test::Cluster->new('primary');
+	$primary->init(allows_streaming => 1);
+	$primary->append_conf('postgresql.conf', q{
+shared_preload_libraries = 'krizaka_outbox'
+outbox.worker_databases = 'app'
+outbox.worker_naptime_ms = 60000
+} . ($conf // ''));
+	$primary->start;
+	$primary->backup('base');
+	my $standby = PostgreSQL::Test::Cluster->new('standby');
+	$standby->init_from_backup($primary, 'base', has_streaming => 1);
+	$standby->start;
+
+	my $su = $primary->safe_psql('postgres', 'SELECT current_user');
+	my ($host, $port) = ($target->host, $target->port);
+	$primary->safe_psql('postgres', 'CREATE EXTENSION krizaka_outbox');
+	$primary->safe_psql('postgres', 'CREATE DATABASE app');
+	$primary->safe_psql('app', qq{
+		CREATE EXTENSION krizaka_outbox;
+		CREATE EXTENSION dblink;
+		CREATE SERVER target FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$host', port '$port', dbname 'postgres');
+		CREATE USER MAPPING FOR $su SERVER target OPTIONS (user '$su');
+		SELECT outbox.route_notify('n', 'events');
+		SELECT outbox.route_remote('r', 'target',
+			'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2)');
+	});
+	return ($primary, $standby, $target);
+}
+
+# The ids of the envelopes that listener $listener (a background_psql) has
+# been sent so far, in order; $heard (a scalar reference) keeps its output
+# between calls.  With $count, waits (up to the default timeout) until
+# there are that many.
+sub notified_ids
+{
+	my ($listener, $heard, $count) = @_;
+	my $until = time() + $PostgreSQL::Test::Utils::timeout_default;
+	my @ids;
+	for (;;)
+	{
+		$$heard .= $listener->query_safe('SELECT 1');
+		@ids = ($$heard =~ /with payload "\{"id": "([0-9a-f-]+)"/g);
+		last if !defined $count || @ids >= $count || time() >= $until;
+		usleep(50_000);
+	}
+	return @ids;
 }
 
 1;

@@ -17,39 +17,7 @@ use lib "$FindBin::RealBin/../perl";
 use OutboxTest;
 use Time::HiRes qw(time usleep);
 
-# The remote target: a cluster of its own, without synchronous replication.
-my $target = PostgreSQL::Test::Cluster->new('target');
-$target->init;
-$target->start;
-$target->safe_psql('postgres', 'CREATE TABLE received (id uuid, topic text)');
-
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'krizaka_outbox'
-outbox.worker_databases = 'app'
-outbox.worker_naptime_ms = 60000
-outbox.lease_seconds = 5
-});
-$primary->start;
-$primary->backup('base');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'base', has_streaming => 1);
-$standby->start;
-
-my $su = $primary->safe_psql('postgres', 'SELECT current_user');
-my ($thost, $tport) = ($target->host, $target->port);
-$primary->safe_psql('postgres', 'CREATE EXTENSION krizaka_outbox');    # worker_status()
-$primary->safe_psql('postgres', 'CREATE DATABASE app');
-$primary->safe_psql('app', qq{
-	CREATE EXTENSION krizaka_outbox;
-	CREATE EXTENSION dblink;
-	CREATE SERVER target FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$thost', port '$tport', dbname 'postgres');
-	CREATE USER MAPPING FOR $su SERVER target OPTIONS (user '$su');
-	SELECT outbox.route_notify('n', 'events');
-	SELECT outbox.route_remote('r', 'target',
-		'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2)');
-});
+my ($primary, $standby, $target) = replicated_outbox("outbox.lease_seconds = 5\n");
 ok($primary->poll_query_until('postgres',
 		q{SELECT state FROM outbox.worker_status() WHERE datname = 'app'}, 'sleeping'),
 	'the worker of app runs');
@@ -57,14 +25,6 @@ ok($primary->poll_query_until('postgres',
 my $listener = $primary->background_psql('app');
 $listener->query_safe('LISTEN events');
 my $heard = '';
-
-# Everything the listener has been sent so far, by id.
-sub heard_ids
-{
-	$heard .= $listener->query_safe('SELECT 1');
-	my @ids = ($heard =~ /with payload "\{"id": "([0-9a-f-]+)"/g);
-	return @ids;
-}
 
 sub append_both
 {
@@ -102,9 +62,7 @@ ok($primary->poll_query_until('postgres',
 append_both(1);
 ok($target->poll_query_until('postgres', 'SELECT count(*) FROM received', '1'),
 	'a remote row is written while the standby runs');
-my $until = time() + $PostgreSQL::Test::Utils::timeout_default;
-my @ids = heard_ids();
-while (@ids < 1 && time() < $until) { usleep(50_000); @ids = heard_ids(); }
+my @ids = notified_ids($listener, \$heard, 1);
 is(scalar(@ids), 1, 'a notification arrives while the standby runs');
 
 # 2. The standby stops: the worker's next commit waits for it.
@@ -132,7 +90,7 @@ stays($primary, 'app', $nothing_more, '1/6', 3,
 	'after the cancel the worker still waits and the six messages are undelivered');
 is($target->safe_psql('postgres', 'SELECT count(*) FROM received'), '1',
 	'no remote row is written');
-is(scalar(heard_ids()), 1, 'no notification reaches the listener');
+is(scalar(notified_ids($listener, \$heard)), 1, 'no notification reaches the listener');
 ok(!$primary->log_contains(qr/canceling wait for synchronous replication/, $log_offset),
 	'the wait was not cancelled');
 
@@ -143,7 +101,7 @@ stays($primary, 'app', $nothing_more, '1/6', 2,
 	'after the termination request the worker still waits and nothing is delivered');
 is($target->safe_psql('postgres', 'SELECT count(*) FROM received'), '1',
 	'still no remote row');
-is(scalar(heard_ids()), 1, 'still no notification');
+is(scalar(notified_ids($listener, \$heard)), 1, 'still no notification');
 ok(!$primary->log_contains(qr/canceling the wait for synchronous replication/, $log_offset),
 	'the wait was not cut short');
 
@@ -161,9 +119,7 @@ is($target->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id
 	$primary->safe_psql('app',
 		q{SELECT string_agg(id::text, ',' ORDER BY id) FROM outbox.message WHERE topic = 'r'}),
 	'they are the remote messages');
-$until = time() + $PostgreSQL::Test::Utils::timeout_default;
-@ids = heard_ids();
-while (@ids < 4 && time() < $until) { usleep(50_000); @ids = heard_ids(); }
+@ids = notified_ids($listener, \$heard, 4);
 my %seen;
 $seen{$_}++ for @ids;
 is(scalar(@ids) . '/' . scalar(keys %seen), '4/4', 'four notifications, one per message');

@@ -14,42 +14,10 @@ use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use OutboxTest;
-use Time::HiRes qw(time usleep);
 
 my $lease = 20;    # long enough to promote and reconnect within it
 
-my $target = PostgreSQL::Test::Cluster->new('target');
-$target->init;
-$target->start;
-$target->safe_psql('postgres',
-	'CREATE TABLE received (id uuid, topic text, at timestamptz DEFAULT clock_timestamp())');
-
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'krizaka_outbox'
-outbox.worker_databases = 'app'
-outbox.worker_naptime_ms = 60000
-});
-$primary->start;
-$primary->backup('base');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'base', has_streaming => 1);
-$standby->start;
-
-my $su = $primary->safe_psql('postgres', 'SELECT current_user');
-my ($thost, $tport) = ($target->host, $target->port);
-$primary->safe_psql('postgres', 'CREATE EXTENSION krizaka_outbox');    # worker_status()
-$primary->safe_psql('postgres', 'CREATE DATABASE app');
-$primary->safe_psql('app', qq{
-	CREATE EXTENSION krizaka_outbox;
-	CREATE EXTENSION dblink;
-	CREATE SERVER target FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$thost', port '$tport', dbname 'postgres');
-	CREATE USER MAPPING FOR $su SERVER target OPTIONS (user '$su');
-	SELECT outbox.route_notify('n', 'events');
-	SELECT outbox.route_remote('r', 'target',
-		'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2)');
-});
+my ($primary, $standby, $target) = replicated_outbox();
 
 # 1. Delivered on the primary.
 $primary->safe_psql('app', q{
@@ -115,15 +83,7 @@ is($target->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id
 	'they are the remote messages');
 
 my $heard = '';
-my @ids;
-my $until = time() + $PostgreSQL::Test::Utils::timeout_default;
-while (time() < $until)
-{
-	$heard .= $listener->query_safe('SELECT 1');
-	@ids = ($heard =~ /with payload "\{"id": "([0-9a-f-]+)"/g);
-	last if @ids >= 3;
-	usleep(50_000);
-}
+my @ids = notified_ids($listener, \$heard, 3);
 is(join(',', sort @ids),
 	$standby->safe_psql('app',
 		q{SELECT string_agg(id::text, ',' ORDER BY id) FROM outbox.message WHERE topic = 'n' AND payload ? 'leased'}),

@@ -69,12 +69,12 @@ sub worker_pid
 # A started cluster with the library preloaded and drain workers for the
 # databases listed in $databases (made by the caller), with a long naptime
 # so that only wake-ups and due times make them run; $conf is added to
-# postgresql.conf.
+# postgresql.conf; %init goes to init (allows_streaming => 1, ...).
 sub worker_node
 {
-	my ($name, $databases, $conf) = @_;
+	my ($name, $databases, $conf, %init) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(%init);
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'krizaka_outbox'
 outbox.worker_databases = '$databases'
@@ -102,12 +102,13 @@ sub scram_node
 }
 
 # In database $db of $node, the extension and a dblink_fdw server $server
-# for database $target of the same cluster, with a user mapping for the
-# current (bootstrap) user.
+# for database $target of the same cluster (or of cluster $target_node),
+# with a user mapping for the current (bootstrap) user.
 sub remote_server
 {
-	my ($node, $db, $server, $target) = @_;
-	my ($host, $port) = ($node->host, $node->port);
+	my ($node, $db, $server, $target, $target_node) = @_;
+	$target_node //= $node;
+	my ($host, $port) = ($target_node->host, $target_node->port);
 	my $su = $node->safe_psql($db, 'SELECT current_user');
 	$node->safe_psql($db, qq{
 		CREATE EXTENSION krizaka_outbox;
@@ -134,28 +135,16 @@ sub replicated_outbox
 	$target->safe_psql('postgres',
 		'CREATE TABLE received (id uuid, topic text, at timestamptz DEFAULT clock_timestamp())');
 
-	my $primary = PostgreSQL::Test::Cluster->new('primary');
-	$primary->init(allows_streaming => 1);
-	$primary->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'krizaka_outbox'
-outbox.worker_databases = 'app'
-outbox.worker_naptime_ms = 60000
-} . ($conf // ''));
-	$primary->start;
+	my $primary = worker_node('primary', 'app', $conf, allows_streaming => 1);
 	$primary->backup('base');
 	my $standby = PostgreSQL::Test::Cluster->new('standby');
 	$standby->init_from_backup($primary, 'base', has_streaming => 1);
 	$standby->start;
 
-	my $su = $primary->safe_psql('postgres', 'SELECT current_user');
-	my ($host, $port) = ($target->host, $target->port);
 	$primary->safe_psql('postgres', 'CREATE EXTENSION krizaka_outbox');
 	$primary->safe_psql('postgres', 'CREATE DATABASE app');
+	remote_server($primary, 'app', 'target', 'postgres', $target);
 	$primary->safe_psql('app', qq{
-		CREATE EXTENSION krizaka_outbox;
-		CREATE EXTENSION dblink;
-		CREATE SERVER target FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$host', port '$port', dbname 'postgres');
-		CREATE USER MAPPING FOR $su SERVER target OPTIONS (user '$su');
 		SELECT outbox.route_notify('n', 'events');
 		SELECT outbox.route_remote('r', 'target',
 			'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2)');

@@ -44,7 +44,6 @@
 #include "postgres.h"
 
 #include <signal.h>
-#include <unistd.h>
 
 #include "access/xact.h"
 #include "commands/extension.h"

@@ -41,7 +41,7 @@ $primary->wait_for_catchup($standby);
 # 3. The standby in recovery.
 is($standby->safe_psql('postgres',
 		q{SELECT string_agg(datname || '|' || state || '|' || (pid IS NULL), ',') FROM outbox.worker_status()}),
-	'app|standby|t', 'worker_status() shows the database it will serve, in state standby');
+	'app|standby|true', 'worker_status() shows the database it will serve, in state standby');
 is($standby->safe_psql('postgres',
 		q{SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'krizaka_outbox%'}),
 	'0', 'no launcher and no worker run on the standby');

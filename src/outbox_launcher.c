@@ -130,8 +130,7 @@ OutboxLauncherMain(Datum main_arg)
 	long		timeout = 0;
 
 	/* handlers first, then unblock: no signal may find a default handler */
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
+	WorkerSetSignals(false);
 	BackgroundWorkerUnblockSignals();
 
 	/* no database: the launcher reads only the shared catalogs */
@@ -320,6 +319,49 @@ obx_launcher_pass(void)
 }
 
 /*
+ * The database names outbox.worker_databases lists, allocated in the current
+ * memory context; *star says whether it is '*' (every database).
+ */
+List *
+LauncherDatabaseNames(bool *star)
+{
+	char	   *raw = pstrdup(outbox_worker_databases);
+	List	   *names = NIL;
+
+	if (!SplitGUCList(raw, ',', &names))
+		names = NIL;			/* the check hook let nothing like that in */
+	*star = (list_length(names) == 1 && strcmp(linitial(names), "*") == 0);
+	return names;
+}
+
+/* Whether outbox.worker_databases (names, star) lists database datname. */
+bool
+LauncherListed(List *names, bool star, const char *datname)
+{
+	ListCell   *lc;
+
+	if (star)
+		return true;
+	foreach(lc, names)
+	{
+		if (strcmp((char *) lfirst(lc), datname) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Whether a worker could connect to a database of pg_database: not a
+ * template, accepting connections, not left half-dropped.
+ */
+bool
+LauncherCanConnect(Form_pg_database form)
+{
+	return !form->datistemplate && form->datallowconn &&
+		!ObxDatabaseIsInvalid(form);
+}
+
+/*
  * Read pg_database and mark the databases the launcher serves, and resolve
  * the role the workers connect as.  Sets *role_problem (and *roleid
  * invalid) when that role cannot be used.  Returns whether every database
@@ -334,17 +376,12 @@ obx_scan_databases(Oid *roleid, char **role_problem)
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tup;
-	char	   *raw;
-	List	   *names = NIL;
+	List	   *names;
 	List	   *found_names = NIL;
 	ListCell   *lc;
-	bool		star = false;
+	bool		star;
 
-	raw = pstrdup(outbox_worker_databases);
-	if (!SplitGUCList(raw, ',', &names))
-		names = NIL;			/* the check hook let nothing like that in */
-	if (list_length(names) == 1 && strcmp(linitial(names), "*") == 0)
-		star = true;
+	names = LauncherDatabaseNames(&star);
 
 	hash_seq_init(&seq, obx_dbs);
 	while ((db = (LauncherDb *) hash_seq_search(&seq)) != NULL)
@@ -360,23 +397,16 @@ obx_scan_databases(Oid *roleid, char **role_problem)
 	{
 		Form_pg_database form = (Form_pg_database) GETSTRUCT(tup);
 		const char *datname = NameStr(form->datname);
-		bool		listed = star;
 		bool		found;
 
-		foreach(lc, names)
-		{
-			if (!star && strcmp((char *) lfirst(lc), datname) == 0)
-				listed = true;
-		}
-		if (!listed)
+		if (!LauncherListed(names, star, datname))
 			continue;
 
 		MemoryContextSwitchTo(cxt);
 		if (!star)
 			found_names = lappend(found_names, pstrdup(datname));
 
-		if (form->datistemplate || !form->datallowconn ||
-			ObxDatabaseIsInvalid(form))
+		if (!LauncherCanConnect(form))
 		{
 			if (!star && obx_log_once(psprintf("noconn %s", datname)))
 				ereport(LOG,

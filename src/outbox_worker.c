@@ -18,7 +18,22 @@
  * launcher, which decides when to start it again.
  *
  * This file also holds the wait at the head of the launcher's and the drain
- * worker's loops.
+ * worker's loops, and how both take their signals.
+ *
+ * Signals.  SIGTERM (a fast shutdown, the launcher stopping a worker, a
+ * statement on the database, pg_terminate_backend) only sets a flag and the
+ * latch while the process waits at the head of its loop, which then exits
+ * with a LOG line rather than die()'s FATAL.  During the rest of a round it
+ * is die(), so that a statement or a remote call in progress stops at once,
+ * except while a transaction commits: the commit of a claim may wait for a
+ * synchronous standby (SyncRepWaitForLSN), and a die() there would cut the
+ * wait short and let the transaction's notifications go out, and the round
+ * go on, for messages the standby may never have received.  A termination
+ * request during the commit waits for it, and takes effect after it.  The
+ * drain worker ignores SIGINT (pg_cancel_backend) for the same reason: a
+ * cancel cuts that wait short too, and the worker runs no statement that a
+ * cancel would usefully end (no statement_timeout or lock_timeout applies
+ * to it, and it takes no lock it would wait for).
  *
  * Glossary:
  *	round		one call of DrainDatabaseRound(): every routed topic once
@@ -40,6 +55,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -57,13 +73,26 @@ typedef struct OutboxWorkerArgs
 	Oid			dboid;
 	Oid			roleid;			/* InvalidOid: the bootstrap superuser */
 	uint32		generation;
+	NameData	datname;		/* for the log */
 } OutboxWorkerArgs;
+
+StaticAssertDecl(sizeof(OutboxWorkerArgs) <= BGW_EXTRALEN,
+				 "OutboxWorkerArgs does not fit in bgw_extra");
+
+/* SIGTERM: whether it came, and whether it may be die() now (see above) */
+static volatile sig_atomic_t obx_stop_requested = false;
+static volatile sig_atomic_t obx_waiting = false;
+static volatile sig_atomic_t obx_committing = false;
+static NameData obx_datname;	/* of a drain worker; empty in the launcher */
 
 static OutboxWorkerExit obx_my_exit = OBX_EXIT_NONE;
 static emit_log_hook_type prev_emit_log_hook = NULL;
 static char obx_error_message[OUTBOX_WORKER_ERROR_BYTES];	/* last ERROR/FATAL */
 static int	obx_error_code = 0;
 
+static void obx_sigterm(SIGNAL_ARGS);
+static void obx_exit_if_asked(int code);
+static void obx_worker_xact_callback(XactEvent event, void *arg);
 static void obx_worker_detach(int code, Datum arg);
 static void obx_worker_loop(void) pg_attribute_noreturn();
 static bool obx_extension_installed(void);
@@ -92,13 +121,99 @@ WorkerWait(long timeout_ms)
 
 /*
  * The head of the launcher's loop: wait, then reload the configuration file
- * if SIGHUP asked for it.  Returns whether it was reloaded.
+ * if SIGHUP asked for it.  Returns whether it was reloaded.  A termination
+ * request ends the launcher here, with exit code 1 so that the postmaster
+ * starts it again unless it is shutting down.
  */
 bool
 WorkerWaitForWork(long timeout_ms)
 {
+	obx_exit_if_asked(1);
+	obx_waiting = true;
 	WorkerWait(timeout_ms);
+	obx_waiting = false;
+	obx_exit_if_asked(1);
 	return WorkerReloadIfAsked();
+}
+
+/*
+ * Install the signal handlers of the launcher or a drain worker, before
+ * signals are unblocked: SIGHUP reloads, SIGTERM stops (see the head
+ * comment), and a drain worker ignores SIGINT.
+ */
+void
+WorkerSetSignals(bool ignore_cancel)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, obx_sigterm);
+	if (ignore_cancel)
+		pqsignal(SIGINT, SIG_IGN);
+}
+
+/*
+ * SIGTERM handler of the launcher and the drain workers: remember the
+ * request and wake the process; where nothing may be cut short (waiting at
+ * the head of the loop, committing) that is all, elsewhere it is die().
+ */
+static void
+obx_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	obx_stop_requested = true;
+	if (!obx_waiting && !obx_committing)
+		die(postgres_signal_arg);
+	SetLatch(MyLatch);
+
+	errno = save_errno;
+}
+
+/*
+ * Leave, at LOG, if a termination was requested: the routine way out of a
+ * fast shutdown, a reload that stops the process, DROP DATABASE and the
+ * like.
+ */
+static void
+obx_exit_if_asked(int code)
+{
+	if (!obx_stop_requested)
+		return;
+	if (NameStr(obx_datname)[0] != '\0')
+		ereport(LOG,
+				(errmsg("krizaka_outbox worker for database \"%s\" stopping on request",
+						NameStr(obx_datname))));
+	else
+		ereport(LOG,
+				(errmsg("krizaka_outbox launcher stopping on request")));
+	proc_exit(code);
+}
+
+/*
+ * Transaction callback of a drain worker: no termination request may cut a
+ * commit short (its wait for a synchronous standby).  One that came before
+ * the commit ends the transaction before it commits; one that comes during
+ * it is held, and is die() once it is done.
+ */
+static void
+obx_worker_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			/* NB: set first, so that a SIGTERM from now on only sets the flag */
+			obx_committing = true;
+			if (ProcDiePending)
+				CHECK_FOR_INTERRUPTS();
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
+			obx_committing = false;
+			if (obx_stop_requested && !obx_waiting)
+				die(SIGTERM);
+			break;
+		default:
+			break;
+	}
 }
 
 /*
@@ -143,6 +258,7 @@ WorkerStart(int slotno, Oid dboid, const char *datname, Oid roleid,
 	args.dboid = dboid;
 	args.roleid = roleid;
 	args.generation = generation;
+	namestrcpy(&args.datname, datname);
 	memcpy(bgw.bgw_extra, &args, sizeof(args));
 
 	return RegisterDynamicBackgroundWorker(&bgw, handle);
@@ -156,10 +272,10 @@ OutboxWorkerMain(Datum main_arg)
 	bool		held_off;
 
 	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
+	obx_datname = args.datname;
 
 	/* handlers first, then unblock, then connect (which may wait on locks) */
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
+	WorkerSetSignals(true);
 	BackgroundWorkerUnblockSignals();
 
 	/*
@@ -197,6 +313,7 @@ OutboxWorkerMain(Datum main_arg)
 	}
 
 	BackgroundWorkerInitializeConnectionByOid(args.dboid, args.roleid, 0);
+	RegisterXactCallback(obx_worker_xact_callback, NULL);
 	SetConfigOption("application_name", OBX_WORKER_TYPE,
 					PGC_USERSET, PGC_S_SESSION);
 	pgstat_report_activity(STATE_IDLE, NULL);
@@ -240,7 +357,11 @@ obx_worker_loop(void)
 		int64		failed = 0;
 		bool		ran;
 
+		obx_exit_if_asked(0);
+		obx_waiting = true;
 		DrainWait(timeout);
+		obx_waiting = false;
+		obx_exit_if_asked(0);
 		(void) WorkerReloadIfAsked();
 		MemoryContextSwitchTo(TopMemoryContext);
 

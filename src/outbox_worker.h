@@ -16,6 +16,8 @@
 #ifndef OUTBOX_WORKER_H
 #define OUTBOX_WORKER_H
 
+#include "catalog/pg_database.h"
+#include "nodes/pg_list.h"
 #include "postmaster/bgworker.h"
 
 #define OUTBOX_WORKER_ERROR_BYTES	1024	/* last_error kept per worker */
@@ -44,6 +46,9 @@ typedef enum OutboxWorkerExit
 /* the launcher (outbox_launcher.c) */
 extern void OutboxLauncherRegister(void);
 extern PGDLLEXPORT void OutboxLauncherMain(Datum main_arg);
+extern List *LauncherDatabaseNames(bool *star);
+extern bool LauncherListed(List *names, bool star, const char *datname);
+extern bool LauncherCanConnect(Form_pg_database form);
 
 /* a drain worker (outbox_worker.c) */
 extern bool WorkerStart(int slotno, Oid dboid, const char *datname,
@@ -51,7 +56,8 @@ extern bool WorkerStart(int slotno, Oid dboid, const char *datname,
 						BackgroundWorkerHandle **handle);
 extern PGDLLEXPORT void OutboxWorkerMain(Datum main_arg);
 
-/* waiting on the latch (outbox_worker.c) */
+/* signals, and waiting on the latch (outbox_worker.c) */
+extern void WorkerSetSignals(bool ignore_cancel);
 extern void WorkerWait(long timeout_ms);
 extern bool WorkerWaitForWork(long timeout_ms);
 extern bool WorkerReloadIfAsked(void);

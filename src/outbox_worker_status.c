@@ -6,19 +6,31 @@
  * One row per database the launcher serves, read from a copy of the
  * workers' slots in shared memory (outbox_shmem.c).  Only a preloaded
  * library has workers; elsewhere the function explains what is missing.
+ * On a server in recovery no launcher runs (it starts when recovery ends):
+ * the rows are then the databases it would serve, from pg_database, each
+ * with state standby.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xlog.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/rel.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "outbox.h"
 #include "outbox_shmem.h"
@@ -28,7 +40,11 @@
 PG_FUNCTION_INFO_V1(outbox_worker_status);
 
 static const char *obx_state_name(OutboxWorkerState state);
+static bool obx_waits_for_standby(pid_t pid);
 static int	obx_compare_infos(const void *a, const void *b);
+static int	obx_compare_names(const ListCell *a, const ListCell *b);
+static void obx_standby_rows(ReturnSetInfo *rsinfo, bool see_all,
+							 const char *here);
 
 /* The name worker_status() shows for a state. */
 static const char *
@@ -49,6 +65,19 @@ obx_state_name(OutboxWorkerState state)
 			break;
 	}
 	return "stopped";
+}
+
+/*
+ * Whether the process pid waits for a synchronous standby to confirm its
+ * commit: its wait event, read as pg_stat_activity reads it.
+ */
+static bool
+obx_waits_for_standby(pid_t pid)
+{
+	PGPROC	   *proc = BackendPidGetProc(pid);
+
+	return proc != NULL &&
+		*((volatile uint32 *) &proc->wait_event_info) == WAIT_EVENT_SYNC_REP;
 }
 
 /* qsort comparator: slots by database name. */
@@ -93,6 +122,12 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
+	if (RecoveryInProgress())
+	{
+		obx_standby_rows(rsinfo, see_all, here);
+		return (Datum) 0;
+	}
+
 	qsort(infos, n, sizeof(OutboxWorkerInfo), obx_compare_infos);
 
 	for (i = 0; i < n; i++)
@@ -108,7 +143,10 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 		values[0] = NameGetDatum(&info->datname);
 		values[1] = Int32GetDatum(info->pid);
 		nulls[1] = (info->pid == 0);
-		values[2] = CStringGetTextDatum(obx_state_name(info->state));
+		values[2] = CStringGetTextDatum(info->pid != 0 &&
+										obx_waits_for_standby(info->pid) ?
+										"waiting for replication" :
+										obx_state_name(info->state));
 		values[3] = TimestampTzGetDatum(info->started_at);
 		nulls[3] = (info->started_at == 0);
 		values[4] = TimestampTzGetDatum(info->last_round_at);
@@ -122,4 +160,65 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 	}
 
 	return (Datum) 0;
+}
+
+/* list_sort comparator: database names. */
+static int
+obx_compare_names(const ListCell *a, const ListCell *b)
+{
+	return strcmp((const char *) lfirst(a), (const char *) lfirst(b));
+}
+
+/*
+ * The rows of a server in recovery: every database the launcher would
+ * serve once recovery ends (with '*', every database it could connect to:
+ * whether the others have the extension cannot be seen from here), in the
+ * state standby, without a process.
+ */
+static void
+obx_standby_rows(ReturnSetInfo *rsinfo, bool see_all, const char *here)
+{
+	List	   *names;
+	List	   *serve = NIL;
+	ListCell   *lc;
+	bool		star;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	names = LauncherDatabaseNames(&star);
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_database form = (Form_pg_database) GETSTRUCT(tup);
+		const char *datname = NameStr(form->datname);
+
+		if (LauncherListed(names, star, datname) && LauncherCanConnect(form) &&
+			(see_all || (here != NULL && strcmp(datname, here) == 0)))
+			serve = lappend(serve, pstrdup(datname));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	list_sort(serve, obx_compare_names);
+	foreach(lc, serve)
+	{
+		NameData	datname;
+		Datum		values[OBX_STATUS_COLUMNS];
+		bool		nulls[OBX_STATUS_COLUMNS];
+
+		namestrcpy(&datname, (char *) lfirst(lc));
+		memset(nulls, true, sizeof(nulls));
+		values[0] = NameGetDatum(&datname);
+		nulls[0] = false;
+		values[2] = CStringGetTextDatum("standby");
+		nulls[2] = false;
+		values[5] = Int64GetDatum(0);
+		nulls[5] = false;
+		values[6] = Int64GetDatum(0);
+		nulls[6] = false;
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
 }

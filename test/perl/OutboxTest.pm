@@ -14,7 +14,8 @@ use PostgreSQL::Test::Cluster;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node remote_server);
+our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node remote_server
+  replicated_outbox notified_ids);
 
 # Quote a string as an SQL literal.
 sub lit
@@ -68,12 +69,12 @@ sub worker_pid
 # A started cluster with the library preloaded and drain workers for the
 # databases listed in $databases (made by the caller), with a long naptime
 # so that only wake-ups and due times make them run; $conf is added to
-# postgresql.conf.
+# postgresql.conf; %init goes to init (allows_streaming => 1, ...).
 sub worker_node
 {
-	my ($name, $databases, $conf) = @_;
+	my ($name, $databases, $conf, %init) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(%init);
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'krizaka_outbox'
 outbox.worker_databases = '$databases'
@@ -101,12 +102,13 @@ sub scram_node
 }
 
 # In database $db of $node, the extension and a dblink_fdw server $server
-# for database $target of the same cluster, with a user mapping for the
-# current (bootstrap) user.
+# for database $target of the same cluster (or of cluster $target_node),
+# with a user mapping for the current (bootstrap) user.
 sub remote_server
 {
-	my ($node, $db, $server, $target) = @_;
-	my ($host, $port) = ($node->host, $node->port);
+	my ($node, $db, $server, $target, $target_node) = @_;
+	$target_node //= $node;
+	my ($host, $port) = ($target_node->host, $target_node->port);
 	my $su = $node->safe_psql($db, 'SELECT current_user');
 	$node->safe_psql($db, qq{
 		CREATE EXTENSION krizaka_outbox;
@@ -115,6 +117,58 @@ sub remote_server
 		CREATE USER MAPPING FOR $su SERVER $server OPTIONS (user '$su');
 	});
 	return;
+}
+
+# A primary with a drain worker for database app and a streaming standby of
+# it (asynchronous until the caller says otherwise), and a remote target,
+# a cluster of its own with a table public.received (id, topic, at).  In
+# app: topic n is routed to NOTIFY channel events, topic r to an INSERT
+# into the target's table.  The extension is in database postgres too, for
+# worker_status().  Returns ($primary, $standby, $target), all started;
+# $conf is added to the primary's postgresql.conf (and so the standby's).
+sub replicated_outbox
+{
+	my ($conf) = @_;
+	my $target = PostgreSQL::Test::Cluster->new('target');
+	$target->init;
+	$target->start;
+	$target->safe_psql('postgres',
+		'CREATE TABLE received (id uuid, topic text, at timestamptz DEFAULT clock_timestamp())');
+
+	my $primary = worker_node('primary', 'app', $conf, allows_streaming => 1);
+	$primary->backup('base');
+	my $standby = PostgreSQL::Test::Cluster->new('standby');
+	$standby->init_from_backup($primary, 'base', has_streaming => 1);
+	$standby->start;
+
+	$primary->safe_psql('postgres', 'CREATE EXTENSION krizaka_outbox');
+	$primary->safe_psql('postgres', 'CREATE DATABASE app');
+	remote_server($primary, 'app', 'target', 'postgres', $target);
+	$primary->safe_psql('app', qq{
+		SELECT outbox.route_notify('n', 'events');
+		SELECT outbox.route_remote('r', 'target',
+			'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2)');
+	});
+	return ($primary, $standby, $target);
+}
+
+# The ids of the envelopes that listener $listener (a background_psql) has
+# been sent so far, in order; $heard (a scalar reference) keeps its output
+# between calls.  With $count, waits (up to the default timeout) until
+# there are that many.
+sub notified_ids
+{
+	my ($listener, $heard, $count) = @_;
+	my $until = time() + $PostgreSQL::Test::Utils::timeout_default;
+	my @ids;
+	for (;;)
+	{
+		$$heard .= $listener->query_safe('SELECT 1');
+		@ids = ($$heard =~ /with payload "\{"id": "([0-9a-f-]+)"/g);
+		last if !defined $count || @ids >= $count || time() >= $until;
+		usleep(50_000);
+	}
+	return @ids;
 }
 
 1;

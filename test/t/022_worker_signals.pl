@@ -37,15 +37,20 @@ sub launcher_pid
 
 ok($node->poll_query_until('postgres', $running_query, '2'), 'both workers run');
 
-# SIGTERM: gone within a second, then restarted by the launcher.
+# SIGTERM: gone within a second, a routine exit logged at LOG, then
+# restarted by the launcher.
 my $pid = worker_pid($node, 'app');
 my $start = time;
+my $log_offset = -s $node->logfile;
 kill 'TERM', $pid;
 ok( $node->poll_query_until(
 		'postgres', "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid", '0'),
 	'SIGTERM stops the worker');
 my $took = time - $start;
 cmp_ok($took, '<', 1, "the worker exited ${took}s after SIGTERM");
+ok($node->log_contains(qr/LOG:  krizaka_outbox worker for database "app" stopping on request/, $log_offset),
+	'it says so at LOG');
+ok(!$node->log_contains(qr/FATAL/, $log_offset), 'and logs no FATAL');
 ok( $node->poll_query_until(
 		'postgres',
 		"SELECT pid <> $pid AND state = 'sleeping' AND last_error IS NULL FROM outbox.worker_status() WHERE datname = 'app'"
@@ -123,7 +128,7 @@ is( $node->safe_psql(
 # SIGKILL of a worker: the postmaster restarts everything, workers included.
 $launcher = launcher_pid();
 $pid = worker_pid($node, 'app');
-my $log_offset = -s $node->logfile;
+$log_offset = -s $node->logfile;
 kill 'KILL', $pid;
 $node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset);
 ok( $node->poll_query_until(

@@ -159,7 +159,8 @@ sub worker_in
 }
 
 my @states = ('due', 'delayed', 'leased', 'dead', 'delivered');
-my @worker_states = ('starting', 'running', 'sleeping', 'no extension', 'stopped', 'standby');
+my @worker_states = ('starting', 'running', 'sleeping', 'waiting for replication', 'no extension',
+	'stopped', 'standby');
 
 sub worker_series
 {

@@ -227,15 +227,6 @@ latencies_add(Latencies *l, double ms)
 	l->ms[l->n++] = ms;
 }
 
-static int
-cmp_double(const void *a, const void *b)
-{
-	double		x = *(const double *) a;
-	double		y = *(const double *) b;
-
-	return (x > y) - (x < y);
-}
-
 /*
  * The q-quantile (nearest rank) of a list, which it sorts; -1 when the list
  * is empty.
@@ -470,6 +461,55 @@ pull_worker(void *arg)
 	return NULL;
 }
 
+/*
+ * Start `workers` threads running fn on w[0..workers-1] (system, conninfo
+ * and topic from argv[2..4]); they wait at start_barrier, which the caller
+ * passes too.  Exits if a thread cannot start.
+ */
+static void
+start_workers(Worker *w, pthread_t *th, int workers, char **argv, int batch,
+			  long total, Shared *shared, void *(*fn) (void *))
+{
+	int			i;
+
+	pthread_barrier_init(&start_barrier, NULL, workers + 1);
+	for (i = 0; i < workers; i++)
+	{
+		memset(&w[i], 0, sizeof(Worker));
+		w[i].no = i;
+		w[i].system = argv[2];
+		w[i].conninfo = argv[3];
+		w[i].topic = argv[4];
+		w[i].workers = workers;
+		w[i].batch = batch;
+		w[i].total = total;
+		w[i].shared = shared;
+		if (pthread_create(&th[i], NULL, fn, &w[i]) != 0)
+		{
+			fprintf(stderr, "driver: cannot start a thread\n");
+			exit(1);
+		}
+	}
+}
+
+/* Print the errors the workers met; returns whether there was one. */
+static int
+report_errors(Worker *w, int workers)
+{
+	int			failed = 0;
+	int			i;
+
+	for (i = 0; i < workers; i++)
+	{
+		if (w[i].error[0])
+		{
+			fprintf(stderr, "driver: worker %d: %s", i, w[i].error);
+			failed = 1;
+		}
+	}
+	return failed;
+}
+
 /* driver pull SYSTEM conninfo topic workers batch total */
 static int
 cmd_pull(int argc, char **argv)
@@ -508,23 +548,7 @@ cmd_pull(int argc, char **argv)
 	}
 
 	/* the workers and this thread start the clock together */
-	pthread_barrier_init(&start_barrier, NULL, workers + 1);
-	for (i = 0; i < workers; i++)
-	{
-		memset(&w[i], 0, sizeof(Worker));
-		w[i].no = i;
-		w[i].system = system;
-		w[i].conninfo = argv[3];
-		w[i].topic = argv[4];
-		w[i].workers = workers;
-		w[i].batch = batch;
-		w[i].total = total;
-		if (pthread_create(&th[i], NULL, pull_worker, &w[i]) != 0)
-		{
-			fprintf(stderr, "driver: cannot start a thread\n");
-			return 1;
-		}
-	}
+	start_workers(w, th, workers, argv, batch, total, NULL, pull_worker);
 	pthread_barrier_wait(&start_barrier);
 	start = now_ms();
 	for (i = 0; i < workers; i++)
@@ -532,14 +556,8 @@ cmd_pull(int argc, char **argv)
 	seconds = (now_ms() - start) / 1000.0;
 
 	for (i = 0; i < workers; i++)
-	{
 		done += w[i].done;
-		if (w[i].error[0])
-		{
-			fprintf(stderr, "driver: worker %d: %s", i, w[i].error);
-			failed = 1;
-		}
-	}
+	failed = report_errors(w, workers);
 	printf("pull %s messages=%ld seconds=%.3f rate=%.0f\n",
 		   system, done, seconds, done / seconds);
 	if (done != total)
@@ -889,23 +907,8 @@ cmd_w8(int argc, char **argv)
 
 	memset(&sh, 0, sizeof(sh));
 	pthread_mutex_init(&sh.lock, NULL);
-	pthread_barrier_init(&start_barrier, NULL, workers + 1);
-	for (i = 0; i < workers; i++)
-	{
-		memset(&w[i], 0, sizeof(Worker));
-		w[i].no = i;
-		w[i].system = system;
-		w[i].conninfo = argv[3];
-		w[i].topic = argv[4];
-		w[i].workers = workers;
-		w[i].batch = batch;
-		w[i].shared = &sh;
-		if (pthread_create(&th[i], NULL, listener ? listen_worker : pull_worker, &w[i]) != 0)
-		{
-			fprintf(stderr, "driver: cannot start a thread\n");
-			return 1;
-		}
-	}
+	start_workers(w, th, workers, argv, batch, 0, &sh,
+				  listener ? listen_worker : pull_worker);
 	pthread_barrier_wait(&start_barrier);
 	start = now_ms();
 	take_reading(mon, &sh, start, &prev);
@@ -964,14 +967,7 @@ cmd_w8(int argc, char **argv)
 	fclose(csv);
 	PQfinish(hold);
 	PQfinish(mon);
-	for (i = 0; i < workers; i++)
-	{
-		if (w[i].error[0])
-		{
-			fprintf(stderr, "driver: worker %d: %s", i, w[i].error);
-			failed = 1;
-		}
-	}
+	failed = report_errors(w, workers);
 
 	/* per phase: offered and consumed per second, claim latency */
 	printf("w8 system=%s", system);

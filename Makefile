@@ -27,6 +27,7 @@ OBJS = \
 	src/outbox_store.o \
 	src/outbox_store_claim.o \
 	src/outbox_store_routes.o \
+	src/outbox_stream.o \
 	src/outbox_uuid.o \
 	src/outbox_validate.o \
 	src/outbox_wakeup.o \

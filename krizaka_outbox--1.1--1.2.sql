@@ -2,3 +2,116 @@
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION krizaka_outbox UPDATE TO '1.2'" to load this file. \quit
+
+/*
+ * The queue engine: every message gets a position in its topic's stream
+ * (seq), and the messages read by their available_at instead are marked
+ * deferred (see krizaka_outbox--1.2.sql).  Messages in place are numbered
+ * in their claim order of 1.1; those already attempted or not yet due
+ * become deferred.
+ */
+CREATE SEQUENCE outbox.message_seq;
+
+ALTER TABLE outbox.message
+    ADD COLUMN seq bigint,
+    ADD COLUMN deferred boolean NOT NULL DEFAULT false;
+
+UPDATE outbox.message m
+   SET seq = o.n,
+       deferred = (m.delivered_at IS NULL AND m.dead_at IS NULL
+                   AND (m.attempts OPERATOR(pg_catalog.>) 0
+                        OR m.available_at OPERATOR(pg_catalog.>) pg_catalog.now()))
+  FROM (SELECT i.id, pg_catalog.row_number() OVER (ORDER BY i.available_at, i.id) AS n
+          FROM outbox.message i) o
+ WHERE o.id OPERATOR(pg_catalog.=) m.id;
+
+SELECT pg_catalog.setval('outbox.message_seq',
+    COALESCE((SELECT pg_catalog.max(seq) FROM outbox.message), 0) OPERATOR(pg_catalog.+) 1,
+    false);
+
+ALTER TABLE outbox.message
+    ALTER COLUMN seq SET DEFAULT pg_catalog.nextval('outbox.message_seq'::pg_catalog.regclass),
+    ALTER COLUMN seq SET NOT NULL;
+
+CREATE INDEX message_stream_idx ON outbox.message (topic, seq);
+CREATE INDEX message_deferred_idx ON outbox.message (topic, available_at, id)
+    WHERE deferred AND delivered_at IS NULL AND dead_at IS NULL;
+
+SELECT pg_catalog.pg_extension_config_dump('outbox.message_seq', '');
+
+/*
+ * Claims find expired leases in the stream and among the deferred
+ * messages; without an index on leased_until, a claim's update of a
+ * message stays on its page with no new index entry (a HOT update).
+ */
+DROP INDEX outbox.message_leased_idx;
+
+/*
+ * Ordering keys: a column, its index, and append and append_batch with a
+ * last parameter ordering_key.  The new functions replace the old ones
+ * (an overload would make every call without a key ambiguous) and get
+ * every privilege the old ones had.
+ */
+ALTER TABLE outbox.message ADD COLUMN ordering_key text;
+
+CREATE INDEX message_key_idx ON outbox.message (topic, ordering_key, seq)
+    WHERE ordering_key IS NOT NULL;
+
+CREATE FUNCTION outbox.append(
+    topic text,
+    type text,
+    payload jsonb,
+    id uuid DEFAULT NULL,
+    available_at timestamptz DEFAULT NULL,
+    ordering_key text DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'outbox_append'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz, text) IS
+    'Public: append one message in the caller''s transaction; idempotent when an id is given; with an ordering key, delivered after the key''s earlier messages. Returns the message id.';
+
+CREATE FUNCTION outbox.append_batch(
+    topic text,
+    type text,
+    payloads jsonb[],
+    ordering_key text DEFAULT NULL)
+RETURNS SETOF uuid
+AS 'MODULE_PATHNAME', 'outbox_append_batch'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.append_batch(text, text, jsonb[], text) IS
+    'Public: append one message per array element, in array order, in the caller''s transaction, all with the same ordering key if one is given. Returns the new ids.';
+
+REVOKE ALL ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz, text),
+    outbox.append_batch(text, text, jsonb[], text) FROM PUBLIC;
+
+DO $do$
+DECLARE
+    f record;
+    g record;
+BEGIN
+    FOR f IN
+        SELECT 'outbox.append(text, text, jsonb, uuid, timestamptz)'::pg_catalog.regprocedure AS old,
+               'outbox.append(text, text, jsonb, uuid, timestamptz, text)' AS new
+        UNION ALL
+        SELECT 'outbox.append_batch(text, text, jsonb[])'::pg_catalog.regprocedure,
+               'outbox.append_batch(text, text, jsonb[], text)'
+    LOOP
+        FOR g IN
+            SELECT a.grantee, a.is_grantable
+              FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+             WHERE p.oid OPERATOR(pg_catalog.=) f.old
+               AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+        LOOP
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', f.new,
+                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                     ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
+                CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        END LOOP;
+        EXECUTE pg_catalog.format('DROP FUNCTION %s', f.old);
+    END LOOP;
+END
+$do$;

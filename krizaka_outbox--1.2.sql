@@ -18,9 +18,18 @@ CREATE SCHEMA outbox;
  *
  * fillfactor 70 leaves room on each page for the new versions that claim
  * and complete write, so that they stay on the page of the message.  The
- * low autovacuum thresholds keep the partial indexes free of dead entries,
- * which claim would otherwise step over on every call.
+ * low autovacuum thresholds keep the partial indexes free of dead entries.
+ *
+ * seq is the message's position in its topic's stream, in append order,
+ * from outbox.message_seq.  Claims read a topic's fresh messages from the
+ * topic's claim position onwards in the stream index, so they never walk
+ * the messages finished before it, whatever a held snapshot keeps of their
+ * old versions (src/outbox_stream.c).  deferred marks the messages that are
+ * not read from the stream but by their available_at: appended with an
+ * available_at, failed and waiting for their retry, or revived.
  */
+CREATE SEQUENCE outbox.message_seq;
+
 CREATE TABLE outbox.message (
     id            uuid        NOT NULL,
     topic         text        NOT NULL,
@@ -34,6 +43,9 @@ CREATE TABLE outbox.message (
     delivered_at  timestamptz,
     dead_at       timestamptz,
     last_error    text,
+    seq           bigint      NOT NULL DEFAULT pg_catalog.nextval('outbox.message_seq'::pg_catalog.regclass),
+    deferred      boolean     NOT NULL DEFAULT false,
+    ordering_key  text,
     CONSTRAINT message_pkey PRIMARY KEY (id)
 ) WITH (
     fillfactor = 70,
@@ -54,19 +66,6 @@ CREATE INDEX message_due_topic_idx ON outbox.message (topic, available_at, id)
     WHERE delivered_at IS NULL AND dead_at IS NULL;
 
 /*
- * The leased messages, so that claim finds the leases that expired on
- * their last allowed attempt without reading the due ones.  complete, fail
- * and release clear leased_until, so this index holds only messages in
- * flight.  The statements run with generic plans, which cannot look at
- * how many leases there are; the predicate names a condition that only the
- * statements looking for leases state, so that complete, fail and extend go
- * by the primary key whatever their number.
- */
-CREATE INDEX message_leased_idx ON outbox.message (leased_until)
-    WHERE leased_until OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz
-      AND delivered_at IS NULL AND dead_at IS NULL;
-
-/*
  * Delivered and dead messages have partial indexes of their own, so that
  * purge and topic_stats read the finished rows, and only those, without
  * touching the table (topic is included for an index-only count).
@@ -75,6 +74,22 @@ CREATE INDEX message_delivered_idx ON outbox.message (delivered_at) INCLUDE (top
     WHERE delivered_at IS NOT NULL;
 CREATE INDEX message_dead_idx ON outbox.message (dead_at) INCLUDE (topic)
     WHERE dead_at IS NOT NULL;
+
+/*
+ * The stream of each topic, and the deferred messages of each topic in
+ * the order they become due.
+ */
+CREATE INDEX message_stream_idx ON outbox.message (topic, seq);
+CREATE INDEX message_deferred_idx ON outbox.message (topic, available_at, id)
+    WHERE deferred AND delivered_at IS NULL AND dead_at IS NULL;
+
+/*
+ * The messages of each ordering key in stream order: a claim hands out a
+ * keyed message only when the message before it of the same key is
+ * delivered or dead, one step back in this index.
+ */
+CREATE INDEX message_key_idx ON outbox.message (topic, ordering_key, seq)
+    WHERE ordering_key IS NOT NULL;
 
 COMMENT ON TABLE outbox.message IS
     'Outbox messages: appended in the writer''s transaction, delivered at least once after commit.';
@@ -96,6 +111,7 @@ COMMENT ON TABLE outbox.processed IS
 -- pg_dump keeps the rows of both tables
 SELECT pg_catalog.pg_extension_config_dump('outbox.message', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.processed', '');
+SELECT pg_catalog.pg_extension_config_dump('outbox.message_seq', '');
 
 /*
  * Functions.  The C code runs every statement schema-qualified; the fixed
@@ -108,26 +124,28 @@ CREATE FUNCTION outbox.append(
     type text,
     payload jsonb,
     id uuid DEFAULT NULL,
-    available_at timestamptz DEFAULT NULL)
+    available_at timestamptz DEFAULT NULL,
+    ordering_key text DEFAULT NULL)
 RETURNS uuid
 AS 'MODULE_PATHNAME', 'outbox_append'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
-COMMENT ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz) IS
-    'Public: append one message in the caller''s transaction; idempotent when an id is given. Returns the message id.';
+COMMENT ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz, text) IS
+    'Public: append one message in the caller''s transaction; idempotent when an id is given; with an ordering key, delivered after the key''s earlier messages. Returns the message id.';
 
 CREATE FUNCTION outbox.append_batch(
     topic text,
     type text,
-    payloads jsonb[])
+    payloads jsonb[],
+    ordering_key text DEFAULT NULL)
 RETURNS SETOF uuid
 AS 'MODULE_PATHNAME', 'outbox_append_batch'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
-COMMENT ON FUNCTION outbox.append_batch(text, text, jsonb[]) IS
-    'Public: append one message per array element, in array order, in the caller''s transaction. Returns the new ids.';
+COMMENT ON FUNCTION outbox.append_batch(text, text, jsonb[], text) IS
+    'Public: append one message per array element, in array order, in the caller''s transaction, all with the same ordering key if one is given. Returns the new ids.';
 
 CREATE FUNCTION outbox.claim(
     owner text,

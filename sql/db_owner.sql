@@ -34,7 +34,7 @@ SELECT p.oid::regprocedure::text, a.grantee::regrole, a.privilege_type, a.is_gra
 -- append without any right on the table
 SET ROLE regress_outbox_owner;
 GRANT USAGE ON SCHEMA outbox TO regress_outbox_writer;
-GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz) TO regress_outbox_writer;
+GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz, text) TO regress_outbox_writer;
 SET ROLE regress_outbox_writer;
 SELECT outbox.append('t', 'evt.owner.v1', '{}', '00000000-0000-7000-8000-000000000001');
 SELECT count(*) FROM outbox.message;

@@ -39,7 +39,7 @@ SELECT outbox.envelope(m), outbox.envelope(m) ? 'payload' AS has_payload
 CREATE FUNCTION pg_temp.occurred_at(created timestamptz) RETURNS text
 LANGUAGE sql AS $$
     SELECT outbox.envelope(ROW(regress.id(1), 't', 'evt.t.v1', '{}'::jsonb, created, created,
-                               0, NULL, NULL, NULL, NULL, NULL)::outbox.message) ->> 'occurredAt'
+                               0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::outbox.message) ->> 'occurredAt'
 $$;
 
 -- UTC whatever the session's time zone and date style
@@ -101,11 +101,11 @@ SELECT outbox.envelope_by_id(regress.id(999)) IS NULL AS unknown_id;
 SELECT regress.err($$SELECT outbox.envelope_by_id(NULL)$$);
 SELECT regress.err($$SELECT outbox.envelope(NULL)$$);
 SELECT regress.err($$SELECT outbox.envelope(NULL::outbox.message)$$);
-SELECT regress.err($$SELECT outbox.envelope(ROW(NULL, 't', 'e', '{}', now(), now(), 0, NULL, NULL, NULL, NULL, NULL)::outbox.message)$$);
-SELECT regress.err($$SELECT outbox.envelope(ROW(regress.id(1), 't', NULL, '{}', now(), now(), 0, NULL, NULL, NULL, NULL, NULL)::outbox.message)$$);
-SELECT regress.err($$SELECT outbox.envelope(ROW(regress.id(1), 't', 'e', '{}', NULL, now(), 0, NULL, NULL, NULL, NULL, NULL)::outbox.message)$$);
-SELECT regress.err($$SELECT outbox.envelope(ROW(regress.id(1), 't', 'e', NULL, now(), now(), 0, NULL, NULL, NULL, NULL, NULL)::outbox.message)$$);
+SELECT regress.err($$SELECT outbox.envelope(ROW(NULL, 't', 'e', '{}', now(), now(), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::outbox.message)$$);
+SELECT regress.err($$SELECT outbox.envelope(ROW(regress.id(1), 't', NULL, '{}', now(), now(), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::outbox.message)$$);
+SELECT regress.err($$SELECT outbox.envelope(ROW(regress.id(1), 't', 'e', '{}', NULL, now(), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::outbox.message)$$);
+SELECT regress.err($$SELECT outbox.envelope(ROW(regress.id(1), 't', 'e', NULL, now(), now(), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::outbox.message)$$);
 -- a row needs only the four columns of the envelope
-SELECT outbox.envelope(ROW(regress.id(2), NULL, 'evt.row.v1', '[]', '2020-01-01 00:00:00+00', NULL, NULL, NULL, NULL, NULL, NULL, NULL)::outbox.message);
+SELECT outbox.envelope(ROW(regress.id(2), NULL, 'evt.row.v1', '[]', '2020-01-01 00:00:00+00', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::outbox.message);
 
 RESET TimeZone;

@@ -39,8 +39,8 @@ CREATE TABLE public.message (LIKE outbox.message);
 CREATE TABLE public.processed (LIKE outbox.processed);
 CREATE TEMP TABLE message (LIKE outbox.message);
 CREATE TEMP TABLE processed (LIKE outbox.processed);
-INSERT INTO public.message (id, topic, event_type, payload, created_at, available_at, attempts)
-VALUES (regress.id(1), 'h', 'evt.decoy.v1', '"decoy"', '2000-01-01', '2000-01-01', 0);
+INSERT INTO public.message (id, topic, event_type, payload, created_at, available_at, attempts, seq, deferred, ordering_key)
+VALUES (regress.id(1), 'h', 'evt.decoy.v1', '"decoy"', '2000-01-01', '2000-01-01', 0, 1, false, NULL);
 INSERT INTO pg_temp.message SELECT * FROM public.message;
 
 CREATE FUNCTION public.evil_true(uuid, uuid) RETURNS boolean LANGUAGE sql AS 'SELECT true';

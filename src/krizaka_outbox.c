@@ -18,6 +18,7 @@
 
 #include "outbox.h"
 #include "outbox_shmem.h"
+#include "outbox_stream.h"
 #include "outbox_worker.h"
 
 PG_MODULE_MAGIC;
@@ -41,6 +42,9 @@ _PG_init(void)
 
 	/* the shared state: request it, and create it with shared memory */
 	OutboxShmemInit();
+
+	/* the topics' claim positions and the horizon of appends */
+	OutboxStreamInit();
 
 	/* the launcher; pg_upgrade's server must not deliver anything */
 	if (!IsBinaryUpgrade)

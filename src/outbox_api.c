@@ -44,8 +44,24 @@ PG_FUNCTION_INFO_V1(outbox_consume_once);
 PG_FUNCTION_INFO_V1(outbox_envelope);
 PG_FUNCTION_INFO_V1(outbox_envelope_by_id);
 
+static text *obx_ordering_key(FunctionCallInfo fcinfo, int argno);
+
 /*
- * outbox.append(topic, type, payload, id, available_at) returns uuid
+ * The ordering key of an append: argument argno, checked as a name; NULL
+ * when not given, or when the function is the one of 1.0 or 1.1 (a
+ * database not yet updated), which has no such argument.
+ */
+static text *
+obx_ordering_key(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return NULL;
+	return CheckName(PG_GETARG_DATUM(argno), false, "ordering_key");
+}
+
+/*
+ * outbox.append(topic, type, payload, id, available_at, ordering_key)
+ * returns uuid
  *
  * Appends a message in the caller's transaction; with a given id, a repeat
  * with the same content is a no-op that returns the id.
@@ -59,21 +75,25 @@ outbox_append(PG_FUNCTION_ARGS)
 	Jsonb	   *payload;
 	pg_uuid_t  *id;
 	TimestampTz available_at;
+	text	   *key;
 
 	CheckNotNull(PG_ARGISNULL(2), "payload");
 	payload = PG_GETARG_JSONB_P(2);
 	available_at = CheckAvailableAt(PG_GETARG_DATUM(4), PG_ARGISNULL(4), now);
+	key = obx_ordering_key(fcinfo, 5);
 
 	if (PG_ARGISNULL(3))
 	{
 		id = palloc(sizeof(pg_uuid_t));
 		GenerateUuidV7(id);
-		StoreAppendNew(topic, type, payload, id, available_at);
+		StoreAppendNew(topic, type, payload, id, available_at,
+					   !PG_ARGISNULL(4), key);
 	}
 	else
 	{
 		id = PG_GETARG_UUID_P(3);
-		StoreAppend(topic, type, payload, id, available_at);
+		StoreAppend(topic, type, payload, id, available_at, !PG_ARGISNULL(4),
+					key);
 	}
 	WakeWorkerForTopic(topic);
 	PG_RETURN_UUID_P(id);
@@ -92,12 +112,14 @@ outbox_append_batch(PG_FUNCTION_ARGS)
 	text	   *type = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "type");
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ArrayType  *payloads;
+	text	   *key;
 	Datum	   *ids;
 	int			n;
 	int			i;
 
 	payloads = CheckArray(PG_GETARG_DATUM(2), PG_ARGISNULL(2), "payloads",
 						  JSONBOID, &n);
+	key = obx_ordering_key(fcinfo, 3);
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (n == 0)
@@ -115,7 +137,7 @@ outbox_append_batch(PG_FUNCTION_ARGS)
 	StoreAppendBatch(topic, type,
 					 construct_array(ids, n, UUIDOID, UUID_LEN, false,
 									 TYPALIGN_CHAR),
-					 payloads, now);
+					 payloads, now, key);
 	WakeWorkerForTopic(topic);
 
 	for (i = 0; i < n; i++)

@@ -395,10 +395,16 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 			IdentityRestore(&save);
 			DrainCommit();
 
-			if (!route->remote && st.claimed >= *size)
+			/*
+			 * Another batch while this one found messages: a full one
+			 * doubles the size; a short one may still leave messages due,
+			 * the next of an ordering key whose head it delivered.
+			 */
+			if (!route->remote && st.claimed > 0)
 			{
 				more = true;
-				*size = Min(*size * 2, Max(NOTIFY_BATCH_MAX, st.batch_size));
+				if (st.claimed >= *size)
+					*size = Min(*size * 2, Max(NOTIFY_BATCH_MAX, st.batch_size));
 			}
 		}
 		first = false;

@@ -164,6 +164,25 @@ SpiExecuteLatest(SavedStatement *stmt, Datum *args, const char *nulls)
 	return obx_execute(stmt, args, nulls, GetLatestSnapshot(), true, 0);
 }
 
+/*
+ * Execute a read-only saved statement in committed state: the latest
+ * snapshot, without the changes of this very transaction (its command
+ * counter set back to the first command), so that what the statement finds
+ * cannot be undone by a rollback of this transaction.
+ */
+uint64
+SpiExecuteCommitted(SavedStatement *stmt, Datum *args, const char *nulls,
+					long count)
+{
+	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
+	uint64		processed;
+
+	snap->curcid = FirstCommandId;
+	processed = obx_execute(stmt, args, nulls, snap, true, count);
+	UnregisterSnapshot(snap);
+	return processed;
+}
+
 /* Open a read-only cursor over a saved query, planned as it asks for. */
 Portal
 SpiOpenCursor(SavedStatement *stmt, Datum *args, const char *nulls)

@@ -57,6 +57,8 @@ extern uint64 SpiExecute(SavedStatement *stmt, Datum *args, const char *nulls,
 						 bool read_only, long count);
 extern uint64 SpiExecuteLatest(SavedStatement *stmt, Datum *args,
 							   const char *nulls);
+extern uint64 SpiExecuteCommitted(SavedStatement *stmt, Datum *args,
+								  const char *nulls, long count);
 extern Portal SpiOpenCursor(SavedStatement *stmt, Datum *args,
 							const char *nulls);
 

@@ -33,29 +33,40 @@
 #include "outbox_backoff.h"
 #include "outbox_spi.h"
 #include "outbox_store.h"
+#include "outbox_stream.h"
 
 /* The ownership test shared by complete, fail, extend and release */
 #define LEASE_HELD_BY_OWNER \
 	"lease_owner OPERATOR(pg_catalog.=) $2 AND leased_until IS NOT NULL " \
 	"AND delivered_at IS NULL AND dead_at IS NULL"
 
+/*
+ * Statements that write the columns of 1.2 (deferred) come in two
+ * versions, [1] for the tables of 1.2 and [0] for those of 1.0 and 1.1, so
+ * that a database not yet updated with ALTER EXTENSION keeps working with
+ * this library (obx_v).  Both take the same parameters.
+ */
 /* The columns an append writes, from the parameters of obx_append_args */
-#define APPEND_INSERT \
-	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at) "
+#define APPEND_INSERT(v) \
+	"INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at" \
+	v ") "
+
+#define APPEND_ARGTYPES \
+	8, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, TEXTOID}
 
 /* A new id cannot conflict: no ON CONFLICT, no speculative insertion */
-static SavedStatement stmt_append_new = {
-	APPEND_INSERT "VALUES ($1, $2, $3, $4, $5, $6)",
-	SPI_OK_INSERT,
-	6, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
-	OBX_SCANS_ANY
+#define APPEND_NEW(v, p) { \
+	APPEND_INSERT(v) "VALUES ($1, $2, $3, $4, $5, $6" p ")", \
+	SPI_OK_INSERT, APPEND_ARGTYPES, OBX_SCANS_ANY }
+static SavedStatement stmt_append_new[2] = {
+	APPEND_NEW("", ""), APPEND_NEW(", deferred, ordering_key", ", $7, $8")
 };
 
-static SavedStatement stmt_append = {
-	APPEND_INSERT "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
-	SPI_OK_INSERT,
-	6, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
-	OBX_SCANS_ANY
+#define APPEND_ID(v, p) { \
+	APPEND_INSERT(v) "VALUES ($1, $2, $3, $4, $5, $6" p ") ON CONFLICT (id) DO NOTHING", \
+	SPI_OK_INSERT, APPEND_ARGTYPES, OBX_SCANS_ANY }
+static SavedStatement stmt_append[2] = {
+	APPEND_ID("", ""), APPEND_ID(", deferred, ordering_key", ", $7, $8")
 };
 
 static SavedStatement stmt_append_same = {
@@ -66,12 +77,14 @@ static SavedStatement stmt_append_same = {
 	4, {UUIDOID, TEXTOID, TEXTOID, JSONBOID}
 };
 
-static SavedStatement stmt_append_batch = {
-	APPEND_INSERT "SELECT u.id, $2, $3, u.payload, $5, $6 "
-	"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($4)) WITH ORDINALITY AS u(id, payload, n) "
-	"ORDER BY u.n",
-	SPI_OK_INSERT,
-	6, {UUIDARRAYOID, TEXTOID, TEXTOID, JSONBARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+#define APPEND_BATCH(v, p) { \
+	APPEND_INSERT(v) "SELECT u.id, $2, $3, u.payload, $5, $6" p " " \
+	"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($4)) WITH ORDINALITY AS u(id, payload, n) " \
+	"ORDER BY u.n", \
+	SPI_OK_INSERT, \
+	7, {UUIDARRAYOID, TEXTOID, TEXTOID, JSONBARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID} }
+static SavedStatement stmt_append_batch[2] = {
+	APPEND_BATCH("", ""), APPEND_BATCH(", deferred, ordering_key", ", false, $7")
 };
 
 static SavedStatement stmt_complete = {
@@ -96,12 +109,14 @@ static SavedStatement stmt_fail_lock = {
 };
 
 /* $3 is the next available_at (NULL when dead), $4 dead_at (NULL unless dead) */
-static SavedStatement stmt_fail_update = {
-	"UPDATE outbox.message SET leased_until = NULL, last_error = $2,"
-	" available_at = COALESCE($3, available_at), dead_at = $4 "
-	"WHERE id OPERATOR(pg_catalog.=) $1",
-	SPI_OK_UPDATE,
-	4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+#define FAIL_UPDATE(v) { \
+	"UPDATE outbox.message SET leased_until = NULL, last_error = $2," \
+	" available_at = COALESCE($3, available_at), dead_at = $4" v " " \
+	"WHERE id OPERATOR(pg_catalog.=) $1", \
+	SPI_OK_UPDATE, \
+	4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID} }
+static SavedStatement stmt_fail_update[2] = {
+	FAIL_UPDATE(""), FAIL_UPDATE(", deferred = true")
 };
 
 static SavedStatement stmt_extend = {
@@ -130,22 +145,17 @@ static SavedStatement stmt_undeliver = {
 };
 
 /* Revive: $2 is the new available_at */
-#define RETRY_DEAD_SET \
+#define RETRY_DEAD(v, which, type) { \
 	"UPDATE outbox.message SET dead_at = NULL, attempts = 0, available_at = $2," \
-	" leased_until = NULL "
-
-static SavedStatement stmt_retry_dead = {
-	RETRY_DEAD_SET
-	"WHERE id OPERATOR(pg_catalog.=) $1 AND dead_at IS NOT NULL AND delivered_at IS NULL",
-	SPI_OK_UPDATE,
-	2, {UUIDOID, TIMESTAMPTZOID}
+	" leased_until = NULL" v " " \
+	"WHERE " which " OPERATOR(pg_catalog.=) $1 AND dead_at IS NOT NULL AND delivered_at IS NULL", \
+	SPI_OK_UPDATE, \
+	2, {type, TIMESTAMPTZOID} }
+static SavedStatement stmt_retry_dead[2] = {
+	RETRY_DEAD("", "id", UUIDOID), RETRY_DEAD(", deferred = true", "id", UUIDOID)
 };
-
-static SavedStatement stmt_retry_dead_topic = {
-	RETRY_DEAD_SET
-	"WHERE topic OPERATOR(pg_catalog.=) $1 AND dead_at IS NOT NULL AND delivered_at IS NULL",
-	SPI_OK_UPDATE,
-	2, {TEXTOID, TIMESTAMPTZOID}
+static SavedStatement stmt_retry_dead_topic[2] = {
+	RETRY_DEAD("", "topic", TEXTOID), RETRY_DEAD(", deferred = true", "topic", TEXTOID)
 };
 
 /*
@@ -199,6 +209,32 @@ static SavedStatement stmt_envelope_by_id = {
 };
 
 /*
+ * The same read in the stream (when the library is preloaded): a deferred
+ * message's available_at or lease end (their index), or the lease end of
+ * one of the first STREAM_NEXT_DUE_WINDOW fresh messages from the claim
+ * position $3, where the leases that hold the position back are.  A round
+ * of the worker has claimed every fresh message due, so what lies beyond
+ * that window is due now or not at all.
+ */
+#define STREAM_NEXT_DUE_WINDOW "1000"
+
+static SavedStatement stmt_next_due_stream = {
+	"SELECT LEAST("
+	" (SELECT pg_catalog.min(GREATEST(available_at, leased_until))"
+	"  FROM outbox.message"
+	"  WHERE deferred AND topic OPERATOR(pg_catalog.=) $1"
+	"  AND delivered_at IS NULL AND dead_at IS NULL"
+	"  AND GREATEST(available_at, leased_until) OPERATOR(pg_catalog.>) $2),"
+	" (SELECT pg_catalog.min(w.due) FILTER (WHERE w.due OPERATOR(pg_catalog.>) $2) FROM"
+	"  (SELECT GREATEST(available_at, leased_until) AS due FROM outbox.message"
+	"   WHERE topic OPERATOR(pg_catalog.=) $1 AND seq OPERATOR(pg_catalog.>=) $3"
+	"   AND NOT deferred AND pg_catalog.num_nulls(delivered_at, dead_at) OPERATOR(pg_catalog.=) 2"
+	"   ORDER BY seq LIMIT " STREAM_NEXT_DUE_WINDOW ") w))",
+	SPI_OK_SELECT,
+	3, {TEXTOID, TIMESTAMPTZOID, INT8OID}
+};
+
+/*
  * When the next message of a topic becomes due: the first one delayed into
  * the future (first entry after now in the due index), or the end of the
  * earliest valid lease (a short range: leased messages are due ones).
@@ -219,23 +255,56 @@ static SavedStatement stmt_next_due = {
 /* Rows deleted per statement by purge */
 #define PURGE_CHUNK		1000
 
-static void obx_append_args(Datum *args, text *topic, text *event_type,
-							Jsonb *payload, pg_uuid_t *id,
-							TimestampTz available_at);
+static int	obx_v(void);
+static void obx_append_begin(text *topic, text *ordering_key);
+static void obx_append_args(Datum *args, char *nulls, text *topic,
+							text *event_type, Jsonb *payload, pg_uuid_t *id,
+							TimestampTz available_at, bool deferred,
+							text *ordering_key);
 static int64 obx_purge_table(SavedStatement *scan, SavedStatement *del,
 							 TimestampTz horizon, int64 max_rows);
 
-/* The parameters of the single-message appends. */
-static void
-obx_append_args(Datum *args, text *topic, text *event_type, Jsonb *payload,
-				pg_uuid_t *id, TimestampTz available_at)
+/* Which version of the two-version statements the tables need: 1 for 1.2. */
+static int
+obx_v(void)
 {
+	return StreamSchema() ? 1 : 0;
+}
+
+/*
+ * Before an append: with an ordering key, wait for every other transaction
+ * that appended to the key to end, so that the key's messages take their
+ * positions in the order their transactions commit; then let the stream
+ * record this transaction (StreamNoteAppend).
+ */
+static void
+obx_append_begin(text *topic, text *ordering_key)
+{
+	if (ordering_key != NULL)
+		StreamLockKey(topic, ordering_key);
+	StreamNoteAppend();
+}
+
+/*
+ * The parameters of the single-message appends; deferred when the caller
+ * gave available_at (see the deferred column).
+ */
+static void
+obx_append_args(Datum *args, char *nulls, text *topic, text *event_type,
+				Jsonb *payload, pg_uuid_t *id, TimestampTz available_at,
+				bool deferred, text *ordering_key)
+{
+	obx_append_begin(topic, ordering_key);
+	memset(nulls, ' ', 8);
 	args[0] = UUIDPGetDatum(id);
 	args[1] = PointerGetDatum(topic);
 	args[2] = PointerGetDatum(event_type);
 	args[3] = JsonbPGetDatum(payload);
 	args[4] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	args[5] = TimestampTzGetDatum(available_at);
+	args[6] = BoolGetDatum(deferred);
+	args[7] = PointerGetDatum(ordering_key);
+	nulls[7] = ordering_key ? ' ' : 'n';
 }
 
 /*
@@ -250,12 +319,14 @@ obx_append_args(Datum *args, text *topic, text *event_type, Jsonb *payload,
  */
 void
 StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
-			TimestampTz available_at)
+			TimestampTz available_at, bool deferred, text *ordering_key)
 {
-	Datum		args[6];
+	Datum		args[8];
+	char		nulls[8];
 	int			tries;
 
-	obx_append_args(args, topic, event_type, payload, id, available_at);
+	obx_append_args(args, nulls, topic, event_type, payload, id, available_at,
+					deferred, ordering_key);
 
 	SpiConnect();
 	for (tries = 0;; tries++)
@@ -263,7 +334,7 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 		bool		isnull;
 		Datum		same;
 
-		if (SpiExecute(&stmt_append, args, NULL, false, 0) == 1)
+		if (SpiExecute(&stmt_append[obx_v()], args, nulls, false, 0) == 1)
 			break;
 
 		/* the id exists: an idempotent repeat, or a conflict */
@@ -291,31 +362,38 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 /* Insert one message whose id was just generated, so cannot conflict. */
 void
 StoreAppendNew(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
-			   TimestampTz available_at)
+			   TimestampTz available_at, bool deferred, text *ordering_key)
 {
-	Datum		args[6];
+	Datum		args[8];
+	char		nulls[8];
 
-	obx_append_args(args, topic, event_type, payload, id, available_at);
-	(void) SpiRun(&stmt_append_new, args, NULL);
+	obx_append_args(args, nulls, topic, event_type, payload, id, available_at,
+					deferred, ordering_key);
+	(void) SpiRun(&stmt_append_new[obx_v()], args, nulls);
 }
 
 /*
  * Insert one message per element of payloads, with the ids given in ids
- * (uuid[] of the same length), in array order.
+ * (uuid[] of the same length), in array order, with ordering_key (or none).
  */
 void
 StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
-				 ArrayType *payloads, TimestampTz available_at)
+				 ArrayType *payloads, TimestampTz available_at,
+				 text *ordering_key)
 {
-	Datum		args[6];
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 
+	obx_append_begin(topic, ordering_key);
 	args[0] = PointerGetDatum(ids);
 	args[1] = PointerGetDatum(topic);
 	args[2] = PointerGetDatum(event_type);
 	args[3] = PointerGetDatum(payloads);
 	args[4] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	args[5] = TimestampTzGetDatum(available_at);
-	(void) SpiRun(&stmt_append_batch, args, NULL);
+	args[6] = PointerGetDatum(ordering_key);
+	nulls[6] = ordering_key ? ' ' : 'n';
+	(void) SpiRun(&stmt_append_batch[obx_v()], args, nulls);
 }
 
 /* Mark delivered the message id if owner holds it; false when it does not. */
@@ -384,7 +462,7 @@ StoreFail(pg_uuid_t *id, text *owner, text *error, TimestampTz now)
 		args[2] = TimestampTzGetDatum(now + delay * USECS_PER_SEC);
 		nulls[3] = 'n';
 	}
-	(void) SpiExecute(&stmt_fail_update, args, nulls, false, 0);
+	(void) SpiExecute(&stmt_fail_update[obx_v()], args, nulls, false, 0);
 	SpiFinish();
 	return true;
 }
@@ -440,7 +518,7 @@ StoreRetryDead(pg_uuid_t *id, TimestampTz now)
 
 	args[0] = UUIDPGetDatum(id);
 	args[1] = TimestampTzGetDatum(now);
-	return SpiRun(&stmt_retry_dead, args, NULL) > 0;
+	return SpiRun(&stmt_retry_dead[obx_v()], args, NULL) > 0;
 }
 
 /* Revive every dead message of topic, due at now.  Returns how many. */
@@ -451,7 +529,7 @@ StoreRetryDeadTopic(text *topic, TimestampTz now)
 
 	args[0] = PointerGetDatum(topic);
 	args[1] = TimestampTzGetDatum(now);
-	return (int64) SpiRun(&stmt_retry_dead_topic, args, NULL);
+	return (int64) SpiRun(&stmt_retry_dead_topic[obx_v()], args, NULL);
 }
 
 /*
@@ -582,13 +660,21 @@ StoreEnvelopeById(pg_uuid_t *id, EnvelopeRow *row)
 TimestampTz
 StoreNextDue(text *topic, TimestampTz now)
 {
-	Datum		args[2];
+	Datum		args[3];
 	Datum		next;
 	bool		isnull;
+	bool		stream = StreamAvailable();
 
 	args[0] = PointerGetDatum(topic);
 	args[1] = TimestampTzGetDatum(now);
-	if (!SpiRunFirstRow(&stmt_next_due, args, NULL, &next, &isnull, 1) ||
+	if (stream)
+	{
+		TimestampTz searched;
+
+		args[2] = Int64GetDatum(StreamPositionGet(topic, &searched));
+	}
+	if (!SpiRunFirstRow(stream ? &stmt_next_due_stream : &stmt_next_due,
+						args, NULL, &next, &isnull, 1) ||
 		isnull)
 		return DT_NOEND;
 	return DatumGetTimestampTz(next);

@@ -65,11 +65,14 @@ typedef struct EnvelopeRow
 
 /* appending (outbox_store.c) */
 extern void StoreAppend(text *topic, text *event_type, Jsonb *payload,
-						pg_uuid_t *id, TimestampTz available_at);
+						pg_uuid_t *id, TimestampTz available_at,
+						bool deferred, text *ordering_key);
 extern void StoreAppendNew(text *topic, text *event_type, Jsonb *payload,
-						   pg_uuid_t *id, TimestampTz available_at);
+						   pg_uuid_t *id, TimestampTz available_at,
+						   bool deferred, text *ordering_key);
 extern void StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
-							 ArrayType *payloads, TimestampTz available_at);
+							 ArrayType *payloads, TimestampTz available_at,
+							 text *ordering_key);
 
 /* claiming (outbox_store_claim.c) */
 extern int	StoreClaimToTuplestore(const ClaimRequest *req, TupleDesc tupdesc,

@@ -25,6 +25,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "miscadmin.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -32,6 +33,7 @@
 
 #include "outbox_spi.h"
 #include "outbox_store.h"
+#include "outbox_stream.h"
 
 /*
  * The last_error of a message whose lease expired on its last allowed
@@ -43,8 +45,9 @@
 
 /*
  * Before a claim: every message of the topic(s) whose lease expired on its
- * last allowed attempt becomes dead.  Leased messages are found through the
- * small partial index of leases.
+ * last allowed attempt becomes dead.  Without claim positions (the library
+ * not preloaded) or across topics, they are found among the pending
+ * messages; a topic's claim reads its stream (stmt_dead_mark_deferred).
  *
  * $1 topic, $2 now, $3 max attempts
  */
@@ -60,6 +63,27 @@
 
 static SavedStatement stmt_dead_mark_topic = {
 	DEAD_MARK_SET " AND c.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED))",
+	SPI_OK_UPDATE,
+	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
+};
+
+/*
+ * A message of alias a in the stream is neither delivered nor dead.  Said
+ * so that it implies nothing about the partial indexes of pending
+ * messages: the planner must read the stream index from the claim
+ * position, never the pending messages from the start of the topic.
+ */
+#define STREAM_PENDING(a) \
+	"pg_catalog.num_nulls(" a ".delivered_at, " a ".dead_at) OPERATOR(pg_catalog.=) 2"
+
+/*
+ * The same among the deferred messages of a topic (their index).  Fresh
+ * messages are read in stream order from the claim position, which a
+ * leased one holds back: a claim reaches an expired last attempt there
+ * before any message after it, and its CASE marks it dead.
+ */
+static SavedStatement stmt_dead_mark_deferred = {
+	DEAD_MARK_SET " AND c.deferred AND c.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED))",
 	SPI_OK_UPDATE,
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
@@ -108,6 +132,23 @@ static SavedStatement stmt_dead_mark_any = {
 	" AND " a ".available_at OPERATOR(pg_catalog.<=) $2" \
 	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)"
 
+/*
+ * A message of alias a with an ordering key is the head of its key: the
+ * message before it of the same topic and key (one step back in
+ * message_key_idx) is delivered or dead, or there is none.  Messages of a
+ * key are finished in key order, dead ones aside, so the one before it
+ * stands for all of them.  Only for the tables of 1.2 ([1] of the
+ * two-version statements below; [0] serves those of 1.0 and 1.1).
+ */
+#define KEY_HEAD(a) \
+	" AND (" a ".ordering_key IS NULL OR NOT EXISTS (" \
+	"SELECT FROM (SELECT k.delivered_at, k.dead_at FROM outbox.message k" \
+	" WHERE k.topic OPERATOR(pg_catalog.=) " a ".topic" \
+	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
+	" AND k.ordering_key IS NOT NULL AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
+	" ORDER BY k.seq DESC LIMIT 1) p" \
+	" WHERE p.delivered_at IS NULL AND p.dead_at IS NULL))"
+
 /* The claim's end: lock the oldest candidates, return the leased rows */
 #define CLAIM_END \
 	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED" \
@@ -136,29 +177,33 @@ static SavedStatement stmt_dead_mark_any = {
 	"  AND c.delivered_at IS NULL AND c.dead_at IS NULL ORDER BY c.topic LIMIT 1)" \
 	" FROM topics t WHERE t.topic IS NOT NULL)"
 
-static SavedStatement stmt_claim_topic = {
-	"WITH " CLAIM_UPDATE
-	" SELECT c.id FROM outbox.message c"
-	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c")
-	CLAIM_END,
-	SPI_OK_SELECT,
-	CLAIM_ARGTYPES
+#define CLAIM_TOPIC(k) { \
+	"WITH " CLAIM_UPDATE \
+	" SELECT c.id FROM outbox.message c" \
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c") k \
+	CLAIM_END, \
+	SPI_OK_SELECT, \
+	CLAIM_ARGTYPES }
+static SavedStatement stmt_claim_topic[2] = {
+	CLAIM_TOPIC(""), CLAIM_TOPIC(KEY_HEAD("c"))
 };
 
-static SavedStatement stmt_claim_any = {
-	"WITH RECURSIVE " CLAIM_TOPICS ", " CLAIM_UPDATE
-	" SELECT c.id FROM outbox.message c"
-	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
-	"  SELECT x.id FROM topics t, LATERAL ("
-	"   SELECT o.id, o.available_at FROM outbox.message o"
-	"   WHERE o.topic OPERATOR(pg_catalog.=) t.topic AND" CLAIM_DUE("o")
-	"   ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2) x"
-	"  WHERE t.topic IS NOT NULL"
-	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))"
-	" AND " CLAIM_DUE("c")
-	CLAIM_END,
-	SPI_OK_SELECT,
-	CLAIM_ARGTYPES
+#define CLAIM_ANY(ko, kc) { \
+	"WITH RECURSIVE " CLAIM_TOPICS ", " CLAIM_UPDATE \
+	" SELECT c.id FROM outbox.message c" \
+	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT x.id FROM topics t, LATERAL (" \
+	"   SELECT o.id, o.available_at FROM outbox.message o" \
+	"   WHERE o.topic OPERATOR(pg_catalog.=) t.topic AND" CLAIM_DUE("o") ko \
+	"   ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2) x" \
+	"  WHERE t.topic IS NOT NULL" \
+	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))" \
+	" AND " CLAIM_DUE("c") kc \
+	CLAIM_END, \
+	SPI_OK_SELECT, \
+	CLAIM_ARGTYPES }
+static SavedStatement stmt_claim_any[2] = {
+	CLAIM_ANY("", ""), CLAIM_ANY(KEY_HEAD("o"), KEY_HEAD("c"))
 };
 
 /*
@@ -169,25 +214,103 @@ static SavedStatement stmt_claim_any = {
  *
  * $1 topic, $2 now, $3 batch size, $4 owner, $5 max attempts
  */
-static SavedStatement stmt_claim_delivered = {
-	"WITH claimed AS (UPDATE outbox.message m SET"
-	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4,"
-	" leased_until = NULL, delivered_at = $2 "
-	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
-	" SELECT c.id FROM outbox.message c"
-	" WHERE c.topic OPERATOR(pg_catalog.=) $1"
-	" AND c.delivered_at IS NULL AND c.dead_at IS NULL"
-	" AND c.available_at OPERATOR(pg_catalog.<=) $2"
-	" AND (c.leased_until IS NULL OR (c.leased_until OPERATOR(pg_catalog.<=) $2"
-	"      AND c.attempts OPERATOR(pg_catalog.<) $5))"
-	" ORDER BY c.available_at, c.id LIMIT $3"
-	" FOR UPDATE SKIP LOCKED)) "
-	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts,"
-	" m.leased_until, m.available_at) "
-	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until, available_at "
-	"FROM claimed ORDER BY available_at, id",
+#define CLAIM_DELIVERED(k) { \
+	"WITH claimed AS (UPDATE outbox.message m SET" \
+	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4," \
+	" leased_until = NULL, delivered_at = $2 " \
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	" SELECT c.id FROM outbox.message c" \
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1" \
+	" AND c.delivered_at IS NULL AND c.dead_at IS NULL" \
+	" AND c.available_at OPERATOR(pg_catalog.<=) $2" \
+	" AND (c.leased_until IS NULL OR (c.leased_until OPERATOR(pg_catalog.<=) $2" \
+	"      AND c.attempts OPERATOR(pg_catalog.<) $5))" k \
+	" ORDER BY c.available_at, c.id LIMIT $3" \
+	" FOR UPDATE SKIP LOCKED)) " \
+	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts," \
+	" m.leased_until, m.available_at) " \
+	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until, available_at " \
+	"FROM claimed ORDER BY available_at, id", \
+	SPI_OK_SELECT, \
+	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID} }
+static SavedStatement stmt_claim_delivered[2] = {
+	CLAIM_DELIVERED(""), CLAIM_DELIVERED(KEY_HEAD("c"))
+};
+
+/*
+ * The claims of one topic that read its stream (when the library is
+ * preloaded, see outbox_stream.c): first the deferred messages that are
+ * due, oldest first (the deferred index), then the fresh ones from the
+ * claim position $7 in stream order (the stream index), together at most
+ * a batch.  Neither walks a message finished before the claim position, so
+ * the cost of a claim does not depend on how many old row versions a held
+ * snapshot keeps.  Each part locks with SKIP LOCKED, and rows are locked
+ * only as the outer LIMIT takes them.
+ */
+#define CLAIM_STREAM_CANDIDATES \
+	" SELECT x.id FROM (" \
+	"  SELECT d.id FROM (SELECT c.id FROM outbox.message c" \
+	"   WHERE c.deferred AND c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c") \
+	KEY_HEAD("c") \
+	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
+	"  UNION ALL" \
+	"  SELECT f.id FROM (SELECT c.id FROM outbox.message c" \
+	"   WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.>=) $7" \
+	"   AND NOT c.deferred AND " STREAM_PENDING("c") \
+	"   AND c.available_at OPERATOR(pg_catalog.<=) $2" \
+	"   AND (c.leased_until IS NULL OR c.leased_until OPERATOR(pg_catalog.<=) $2)" \
+	KEY_HEAD("c") \
+	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
+	" ) x LIMIT $3)) "
+
+#define CLAIM_STREAM_ARGTYPES \
+	7, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID}
+
+/* $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts, $7 position */
+static SavedStatement stmt_claim_stream = {
+	"WITH " CLAIM_UPDATE CLAIM_STREAM_CANDIDATES
+	"RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id",
 	SPI_OK_SELECT,
-	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID}
+	CLAIM_STREAM_ARGTYPES
+};
+
+/*
+ * The same for a transactional target: marked delivered at once, or dead
+ * when the lease of its last allowed attempt expired ($5 is not used).
+ */
+static SavedStatement stmt_claim_stream_delivered = {
+	"WITH claimed AS (UPDATE outbox.message m SET"
+	" attempts = CASE WHEN " CLAIM_EXPIRED_LAST
+	"   THEN m.attempts ELSE m.attempts OPERATOR(pg_catalog.+) 1 END,"
+	" lease_owner = CASE WHEN " CLAIM_EXPIRED_LAST
+	"   THEN m.lease_owner ELSE $4 END,"
+	" leased_until = NULL,"
+	" delivered_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN NULL ELSE $2 END,"
+	" dead_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN $2 END,"
+	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST
+	"   THEN " LEASE_EXPIRED_ERROR("$6") " ELSE m.last_error END "
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(" CLAIM_STREAM_CANDIDATES
+	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts,"
+	" m.leased_until, m.dead_at, m.available_at) "
+	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until,"
+	" dead_at, available_at FROM claimed ORDER BY available_at, id",
+	SPI_OK_SELECT,
+	CLAIM_STREAM_ARGTYPES
+};
+
+/*
+ * Where the claim position of a topic can move: its first message at or
+ * after position $2 and before the horizon $3 that is neither finished nor
+ * deferred.  Run in committed state (SpiExecuteCommitted).
+ */
+static SavedStatement stmt_stream_next = {
+	"SELECT c.seq FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.>=) $2"
+	" AND c.seq OPERATOR(pg_catalog.<) $3"
+	" AND NOT c.deferred AND " STREAM_PENDING("c")
+	" ORDER BY c.seq LIMIT 1",
+	SPI_OK_SELECT,
+	3, {TEXTOID, INT8OID, INT8OID}
 };
 
 /* The columns a claim reads, by position in claim_cols */
@@ -233,6 +356,11 @@ static void obx_put_message(ClaimSink *sink, Datum *vals, bool *isnull,
 static void obx_list_sink(ClaimSink *sink, List **messages);
 static int	obx_sink_rows(ClaimSink *sink, int ncols, int *dead);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
+static int64 obx_stream_position(text *topic, TimestampTz now);
+
+/* how often a topic's claim position is searched anew */
+#define STREAM_SEARCH_INTERVAL	(5 * USECS_PER_SEC / 1000)
+static void obx_dead_mark_stream(const ClaimRequest *req, Datum *position);
 
 /*
  * Copy the fields delivery needs out of a claimed row, in the current
@@ -336,10 +464,13 @@ obx_sink_rows(ClaimSink *sink, int ncols, int *dead)
 static int
 obx_claim(const ClaimRequest *req, ClaimSink *sink)
 {
-	SavedStatement *claim = req->topic ? &stmt_claim_topic : &stmt_claim_any;
+	bool		stream = req->topic != NULL && StreamAvailable();
+	int			v = StreamSchema() ? 1 : 0;
+	SavedStatement *claim = stream ? &stmt_claim_stream :
+		req->topic ? &stmt_claim_topic[v] : &stmt_claim_any[v];
 	SavedStatement *mark = req->topic ? &stmt_dead_mark_topic : &stmt_dead_mark_any;
-	Datum		args[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int			leased = 0;
 
 	args[0] = req->topic ? PointerGetDatum(req->topic) : (Datum) 0;
@@ -354,7 +485,10 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 
 	/* first, the expired last attempts of the topic(s) */
 	args[2] = args[5];
-	(void) SpiExecute(mark, args, nulls, false, 0);
+	if (stream)
+		obx_dead_mark_stream(req, &args[6]);
+	else
+		(void) SpiExecute(mark, args, nulls, false, 0);
 
 	for (;;)
 	{
@@ -370,6 +504,73 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	}
 	SpiFinish();
 	return leased;
+}
+
+/*
+ * Mark dead the expired last attempts among the deferred messages of req's
+ * topic, and set *position to its claim position, moved forward first.
+ */
+static void
+obx_dead_mark_stream(const ClaimRequest *req, Datum *position)
+{
+	Datum		args[3];
+
+	*position = Int64GetDatum(obx_stream_position(req->topic, req->now));
+	args[0] = PointerGetDatum(req->topic);
+	args[1] = TimestampTzGetDatum(req->now);
+	args[2] = Int32GetDatum(req->max_attempts);
+	(void) SpiExecute(&stmt_dead_mark_deferred, args, NULL, false, 0);
+}
+
+/*
+ * The claim position of topic, moved forward first as far as it may go:
+ * over the messages finished or deferred in committed state, up to the
+ * horizon of appends in progress (see outbox_stream.c).  The horizon is
+ * taken before the snapshot of that search, so every message below it is
+ * visible to the search or never will be.  The search runs at most every
+ * STREAM_SEARCH_INTERVAL per topic: claims in between start from the
+ * position found last, and step over the few messages finished since.
+ * Called in an SPI connection.
+ */
+static int64
+obx_stream_position(text *topic, TimestampTz now)
+{
+	TimestampTz searched;
+	int64		position = StreamPositionGet(topic, &searched);
+	int64		horizon;
+	int64		next;
+	bool		forward = true;
+	Datum		args[3];
+
+	PreventCommandIfReadOnly("UPDATE");
+
+	/* searched a moment ago: what finished since costs a claim little */
+	if (position > 0 && searched > now - STREAM_SEARCH_INTERVAL &&
+		searched <= now)
+		return position;
+
+	horizon = StreamHorizon();
+	if (position > horizon)
+	{
+		/* the sequence was set back (TRUNCATE ... RESTART IDENTITY, setval) */
+		position = 0;
+		forward = false;
+	}
+	args[0] = PointerGetDatum(topic);
+	args[1] = Int64GetDatum(position);
+	args[2] = Int64GetDatum(horizon);
+	if (SpiExecuteCommitted(&stmt_stream_next, args, NULL, 1) > 0)
+	{
+		bool		isnull;
+
+		next = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull));
+		SPI_freetuptable(SPI_tuptable);
+	}
+	else
+		next = horizon;
+	StreamPositionSet(topic, next, forward);
+	return next;
 }
 
 /*
@@ -415,24 +616,38 @@ int
 StoreClaimDelivered(const ClaimRequest *req, List **messages)
 {
 	ClaimSink	sink;
-	Datum		args[5];
+	Datum		args[7];
 	int			dead = 0;
 	int			n;
 
 	Assert(req->topic != NULL);
 	args[0] = PointerGetDatum(req->topic);
 	args[1] = TimestampTzGetDatum(req->now);
-	args[2] = Int32GetDatum(req->max_attempts);
 
 	obx_list_sink(&sink, messages);
 	SpiConnect();
-	(void) SpiExecute(&stmt_dead_mark_topic, args, NULL, false, 0);
+	if (StreamAvailable())
+	{
+		args[2] = Int32GetDatum(req->batch_size);
+		args[3] = PointerGetDatum(req->owner);
+		args[4] = TimestampTzGetDatum(req->now);
+		args[5] = Int32GetDatum(req->max_attempts);
+		obx_dead_mark_stream(req, &args[6]);
+		(void) SpiExecute(&stmt_claim_stream_delivered, args, NULL, false, 0);
+		n = obx_sink_rows(&sink, NUM_CLAIM_COLS, &dead);
+	}
+	else
+	{
+		args[2] = Int32GetDatum(req->max_attempts);
+		(void) SpiExecute(&stmt_dead_mark_topic, args, NULL, false, 0);
 
-	args[2] = Int32GetDatum(req->batch_size);
-	args[3] = PointerGetDatum(req->owner);
-	args[4] = Int32GetDatum(req->max_attempts);
-	(void) SpiExecute(&stmt_claim_delivered, args, NULL, false, 0);
-	n = obx_sink_rows(&sink, COL_DEAD_AT, &dead);
+		args[2] = Int32GetDatum(req->batch_size);
+		args[3] = PointerGetDatum(req->owner);
+		args[4] = Int32GetDatum(req->max_attempts);
+		(void) SpiExecute(&stmt_claim_delivered[StreamSchema() ? 1 : 0], args,
+						  NULL, false, 0);
+		n = obx_sink_rows(&sink, COL_DEAD_AT, &dead);
+	}
 	SpiFinish();
 	return n;
 }

@@ -19,11 +19,11 @@ CREATE TEMP TABLE fn (
     required integer        -- arguments without a default
 ) ON COMMIT DROP;
 INSERT INTO fn VALUES
-    ('append', '{text,text,jsonb,uuid,timestamp with time zone}',
-     'topic text, type text, payload jsonb, id uuid DEFAULT NULL::uuid, available_at timestamp with time zone DEFAULT NULL::timestamp with time zone',
+    ('append', '{text,text,jsonb,uuid,timestamp with time zone,text}',
+     'topic text, type text, payload jsonb, id uuid DEFAULT NULL::uuid, available_at timestamp with time zone DEFAULT NULL::timestamp with time zone, ordering_key text DEFAULT NULL::text',
      'uuid', true, true, 'volatile', 'u', 3),
-    ('append_batch', '{text,text,jsonb[]}',
-     'topic text, type text, payloads jsonb[]',
+    ('append_batch', '{text,text,jsonb[],text}',
+     'topic text, type text, payloads jsonb[], ordering_key text DEFAULT NULL::text',
      'setof uuid', true, true, 'volatile', 'u', 3),
     ('claim', '{text,text,integer,integer}',
      'owner text, topic text DEFAULT NULL::text, batch_size integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer',

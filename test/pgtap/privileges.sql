@@ -46,8 +46,8 @@ CREATE SERVER outbox_test_server FOREIGN DATA WRAPPER dblink_fdw
     OPTIONS (host '127.0.0.1', port '1', dbname 'x');
 
 GRANT USAGE ON SCHEMA outbox TO outbox_test_writer, outbox_test_worker, outbox_test_operator;
-GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz),
-                          outbox.append_batch(text, text, jsonb[]),
+GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz, text),
+                          outbox.append_batch(text, text, jsonb[], text),
                           outbox.consume_once(text, uuid)
       TO outbox_test_writer;
 GRANT EXECUTE ON FUNCTION outbox.claim(text, text, integer, integer),
@@ -90,8 +90,8 @@ SELECT table_privs_are('outbox', t, r,
 
 CREATE TEMP TABLE recipe (fn name, args name[], role name) ON COMMIT DROP;
 INSERT INTO recipe VALUES
-    ('append', '{text,text,jsonb,uuid,timestamp with time zone}', 'outbox_test_writer'),
-    ('append_batch', '{text,text,jsonb[]}', 'outbox_test_writer'),
+    ('append', '{text,text,jsonb,uuid,timestamp with time zone,text}', 'outbox_test_writer'),
+    ('append_batch', '{text,text,jsonb[],text}', 'outbox_test_writer'),
     ('consume_once', '{text,uuid}', 'outbox_test_writer'),
     ('claim', '{text,text,integer,integer}', 'outbox_test_worker'),
     ('extend', '{uuid,text,integer}', 'outbox_test_worker'),

@@ -3,9 +3,9 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(107);
+SELECT plan(119);
 
--- the extension: version 1.1, fixed in schema outbox
+-- the extension: version 1.2, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
 SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'), '1.2', 'version 1.2');
 SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'krizaka_outbox'),
@@ -16,8 +16,9 @@ SELECT has_schema('outbox', 'schema outbox exists');
 -- the tables, and nothing else that holds rows
 SELECT tables_are('outbox', ARRAY['message', 'processed', 'routes'], 'outbox has exactly the tables message, processed and routes');
 SELECT is_empty($$SELECT c.relname FROM pg_class c
-                   WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('S', 'm', 'f', 'p')$$,
-                'outbox has no sequences, materialized views, foreign or partitioned tables');
+                   WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('m', 'f', 'p')$$,
+                'outbox has no materialized views, foreign or partitioned tables');
+SELECT sequences_are('outbox', ARRAY['message_seq'], 'outbox has exactly the sequence message_seq (stream positions)');
 
 -- columns: names, order, types, nullability and defaults in one statement ...
 SELECT results_eq(
@@ -37,7 +38,10 @@ SELECT results_eq(
              ('lease_owner', 'text', false, NULL),
              ('delivered_at', 'timestamp with time zone', false, NULL),
              ('dead_at', 'timestamp with time zone', false, NULL),
-             ('last_error', 'text', false, NULL)$$,
+             ('last_error', 'text', false, NULL),
+             ('seq', 'bigint', true, 'nextval(''outbox.message_seq''::regclass)'),
+             ('deferred', 'boolean', true, 'false'),
+             ('ordering_key', 'text', false, NULL)$$,
     'outbox.message: columns in order, with types, NOT NULL and defaults');
 SELECT results_eq(
     $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
@@ -53,8 +57,9 @@ SELECT results_eq(
 -- ... and column by column
 SELECT columns_are('outbox', 'message',
                    ARRAY['id', 'topic', 'event_type', 'payload', 'created_at', 'available_at', 'attempts',
-                         'leased_until', 'lease_owner', 'delivered_at', 'dead_at', 'last_error'],
-                   'outbox.message has exactly its twelve columns');
+                         'leased_until', 'lease_owner', 'delivered_at', 'dead_at', 'last_error',
+                         'seq', 'deferred', 'ordering_key'],
+                   'outbox.message has exactly its fifteen columns');
 SELECT columns_are('outbox', 'processed', ARRAY['consumer', 'message_id', 'processed_at'],
                    'outbox.processed has exactly its three columns');
 
@@ -72,6 +77,9 @@ INSERT INTO col VALUES
     ('message', 'delivered_at', 'timestamp with time zone', false, NULL),
     ('message', 'dead_at', 'timestamp with time zone', false, NULL),
     ('message', 'last_error', 'text', false, NULL),
+    ('message', 'seq', 'bigint', true, 'nextval(''outbox.message_seq''::regclass)'),
+    ('message', 'deferred', 'boolean', true, 'false'),
+    ('message', 'ordering_key', 'text', false, NULL),
     ('processed', 'consumer', 'text', true, NULL),
     ('processed', 'message_id', 'uuid', true, NULL),
     ('processed', 'processed_at', 'timestamp with time zone', true, 'now()');
@@ -108,11 +116,13 @@ SELECT is_empty($$SELECT relname FROM pg_class
                    WHERE relnamespace = 'outbox'::regnamespace AND relrowsecurity$$,
                 'no row level security');
 
--- indexes: the key, the two partial "due" indexes of claim, the leases, and
--- the finished messages, exactly
+-- indexes: the key, the pending messages, the streams and the deferred
+-- messages claims read, and the finished messages, exactly; none on the
+-- lease, so that a claim's update is a HOT update
 SELECT indexes_are('outbox', 'message', ARRAY['message_pkey', 'message_due_topic_idx',
-                                              'message_leased_idx', 'message_delivered_idx', 'message_dead_idx'],
-                   'outbox.message has exactly its five indexes');
+                                              'message_delivered_idx', 'message_dead_idx',
+                                              'message_stream_idx', 'message_deferred_idx', 'message_key_idx'],
+                   'outbox.message has exactly its seven indexes');
 SELECT indexes_are('outbox', 'processed', ARRAY['processed_pkey'],
                    'outbox.processed has exactly its primary key index');
 SELECT is(pg_get_indexdef('outbox.message_pkey'::regclass),
@@ -121,15 +131,21 @@ SELECT is(pg_get_indexdef('outbox.message_pkey'::regclass),
 SELECT is(pg_get_indexdef('outbox.message_due_topic_idx'::regclass),
           'CREATE INDEX message_due_topic_idx ON outbox.message USING btree (topic, available_at, id) WHERE ((delivered_at IS NULL) AND (dead_at IS NULL))',
           'message_due_topic_idx: (topic, available_at, id), only undelivered and not dead');
-SELECT is(pg_get_indexdef('outbox.message_leased_idx'::regclass),
-          'CREATE INDEX message_leased_idx ON outbox.message USING btree (leased_until) WHERE ((leased_until > ''-infinity''::timestamp with time zone) AND (delivered_at IS NULL) AND (dead_at IS NULL))',
-          'message_leased_idx: leases of messages in flight');
 SELECT is(pg_get_indexdef('outbox.message_delivered_idx'::regclass),
           'CREATE INDEX message_delivered_idx ON outbox.message USING btree (delivered_at) INCLUDE (topic) WHERE (delivered_at IS NOT NULL)',
           'message_delivered_idx: delivered messages, with their topic');
 SELECT is(pg_get_indexdef('outbox.message_dead_idx'::regclass),
           'CREATE INDEX message_dead_idx ON outbox.message USING btree (dead_at) INCLUDE (topic) WHERE (dead_at IS NOT NULL)',
           'message_dead_idx: dead messages, with their topic');
+SELECT is(pg_get_indexdef('outbox.message_stream_idx'::regclass),
+          'CREATE INDEX message_stream_idx ON outbox.message USING btree (topic, seq)',
+          'message_stream_idx: the stream of each topic');
+SELECT is(pg_get_indexdef('outbox.message_deferred_idx'::regclass),
+          'CREATE INDEX message_deferred_idx ON outbox.message USING btree (topic, available_at, id) WHERE (deferred AND (delivered_at IS NULL) AND (dead_at IS NULL))',
+          'message_deferred_idx: deferred messages not yet finished, by topic and available_at');
+SELECT is(pg_get_indexdef('outbox.message_key_idx'::regclass),
+          'CREATE INDEX message_key_idx ON outbox.message USING btree (topic, ordering_key, seq) WHERE (ordering_key IS NOT NULL)',
+          'message_key_idx: the messages of each ordering key in stream order');
 SELECT is(pg_get_indexdef('outbox.processed_pkey'::regclass),
           'CREATE UNIQUE INDEX processed_pkey ON outbox.processed USING btree (consumer, message_id)',
           'processed_pkey definition');
@@ -222,10 +238,10 @@ SELECT columns_are('outbox', 'topic_stats',
 -- pg_dump keeps the rows of both tables
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c
                  WHERE e.extname = 'krizaka_outbox' ORDER BY 1),
-          ARRAY['outbox.message', 'outbox.processed', 'outbox.routes'],
-          'the three tables are registered with pg_extension_config_dump');
+          ARRAY['outbox.message', 'outbox.message_seq', 'outbox.processed', 'outbox.routes'],
+          'the three tables and the sequence of positions are registered with pg_extension_config_dump');
 SELECT is((SELECT extcondition FROM pg_extension WHERE extname = 'krizaka_outbox'),
-          ARRAY['', '', ''],
+          ARRAY['', '', '', ''],
           'with no condition: every row is dumped');
 
 -- everything in the schema belongs to the extension; the schema does not

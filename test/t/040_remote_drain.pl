@@ -49,7 +49,7 @@ $node->safe_psql('postgres', qq{
 	CREATE ROLE carol LOGIN;
 	GRANT USAGE ON SCHEMA outbox TO alice, carol;
 	GRANT EXECUTE ON FUNCTION outbox.route_remote(text, name, text), outbox.drain_once(text),
-		outbox.append(text, text, jsonb, uuid, timestamptz) TO alice, carol;
+		outbox.append(text, text, jsonb, uuid, timestamptz, text) TO alice, carol;
 	CREATE SERVER inbox FOREIGN DATA WRAPPER postgres_fdw
 		OPTIONS (host '$rhost', port '$rport', dbname 'inbox', fetch_size '100');
 	CREATE SERVER inbox_trust FOREIGN DATA WRAPPER dblink_fdw

@@ -51,7 +51,7 @@ SELECT coalesce(string_agg(format('%s %s %s%s', o, CASE WHEN g = 0 THEN 'PUBLIC'
           FROM pg_namespace n, aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
          WHERE n.nspname = 'outbox' AND a.grantee <> n.nspowner
         UNION ALL
-        SELECT c.relname, a.grantee, a.privilege_type, a.is_grantable
+        SELECT c.relname::text, a.grantee, a.privilege_type, a.is_grantable
           FROM pg_class c, aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
          WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('r', 'v') AND a.grantee <> c.relowner
         UNION ALL
@@ -270,7 +270,7 @@ my %part = (
 		complete => qq{SELECT outbox.complete('$id', 'k')},
 		complete_many => qq{SELECT outbox.complete_many(ARRAY['$id'::uuid], 'k')},
 		fail => qq{SELECT outbox.fail('$id', 'k', 'e')},
-		envelope => qq{SELECT outbox.envelope(ROW('$id', 't', 'e', '{}', now(), now(), 0, NULL, NULL, NULL, NULL, NULL)::outbox.message)},
+		envelope => qq{SELECT outbox.envelope(ROW('$id', 't', 'e', '{}', now(), now(), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::outbox.message)},
 	},
 	operator => {
 		route_notify => q{SELECT outbox.route_notify('sec_n', 'sec_events')},

@@ -43,7 +43,7 @@ $node->safe_psql('app', qq{
 	CREATE ROLE op LOGIN;
 	GRANT USAGE ON SCHEMA outbox TO op;
 	GRANT EXECUTE ON FUNCTION outbox.route_remote(text, name, text), outbox.drain_once(text),
-		outbox.append(text, text, jsonb, uuid, timestamptz) TO op;
+		outbox.append(text, text, jsonb, uuid, timestamptz, text) TO op;
 	GRANT USAGE ON FOREIGN SERVER far TO op;
 	CREATE USER MAPPING FOR op SERVER far OPTIONS (user 'op_remote', password 'oppw');
 });

@@ -23,12 +23,14 @@ ok(scalar(@versions) >= 1, "installable versions: @versions; current $current");
 sub populate
 {
 	my ($db, $v) = @_;
+	# append got its ordering_key in 1.2
+	my $append_args = 'text, text, jsonb, uuid, timestamptz' . ($v =~ /^1\.[01]$/ ? '' : ', text');
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
 	$node->safe_psql($db, qq{
 		CREATE EXTENSION krizaka_outbox VERSION '$v';
 		CREATE ROLE ${db}_writer;
 		GRANT USAGE ON SCHEMA outbox TO ${db}_writer;
-		GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz) TO ${db}_writer;
+		GRANT EXECUTE ON FUNCTION outbox.append($append_args) TO ${db}_writer;
 		SELECT outbox.route_notify('live', 'live_events');
 		SELECT outbox.append('live', 'evt.a.v1', jsonb_build_object('n', g),
 			('01890a5d-ac96-774b-bcce-b30209900' || lpad(g::text, 3, '0'))::uuid)

@@ -101,8 +101,8 @@ export async function createTestDatabase(suffix) {
   await admin.query(`CREATE EXTENSION krizaka_outbox;
     GRANT USAGE ON SCHEMA outbox TO ${id(writerRole)}, ${id(workerRole)};
     GRANT EXECUTE ON FUNCTION
-        outbox.append(text, text, jsonb, uuid, timestamptz),
-        outbox.append_batch(text, text, jsonb[]),
+        outbox.append(text, text, jsonb, uuid, timestamptz, text),
+        outbox.append_batch(text, text, jsonb[], text),
         outbox.consume_once(text, uuid)
       TO ${id(writerRole)};
     GRANT EXECUTE ON FUNCTION

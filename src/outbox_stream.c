@@ -1,0 +1,539 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_stream.c
+ *		The stream of a topic: where claims start reading it, and how far
+ *		that start may move while appends are still in progress.
+ *
+ * Every message gets a position (outbox.message.seq) from one sequence
+ * when it is appended, and a topic's messages in position order are its
+ * stream.  Claims read a topic's fresh messages from the topic's claim
+ * position onwards (the index message_stream_idx), so they never walk the
+ * messages finished before it, however many of their old row versions a
+ * held snapshot keeps in the table and its indexes.
+ *
+ * The position is exact, never past a message that can still be claimed:
+ * it moves only over messages that are finished or deferred in committed
+ * state (outbox_store_claim.c reads that state), and never past the
+ * horizon, the first position an append still in progress may commit at.
+ * Positions come from a sequence, so an append that took position 10 may
+ * commit after one that took 11; the horizon keeps the claim position
+ * before 10 until it does.  For the horizon, each backend's first append
+ * in a transaction takes one position under a lock shared among appenders
+ * and records it in its slot until the transaction ends; computing the
+ * horizon takes the lock exclusively, so it sees every such record made
+ * before it, and takes one more position itself: no append can have been
+ * given a position below that one without either having finished or being
+ * recorded.
+ *
+ * A prepared transaction (two-phase commit) outlives its backend's
+ * transaction: at PREPARE its record moves to the slot of the prepared
+ * transaction's own PGPROC, with its xid, and lasts while that xid is in
+ * progress.  Every prepared transaction gets such a record, with or without
+ * appends, so that one without any (made before a restart, which empties
+ * shared memory) is known to be unknown: while one is open in the
+ * database, the horizon is 0 and claims read their topics from the start.
+ *
+ * Positions live in shared memory, one per (database, table, topic), at
+ * most STREAM_MAX_POSITIONS of them; the least recently used one makes
+ * room for a new one.  A topic without one is read from its first message,
+ * which finds the position again.  After a restart all start that way.
+ *
+ * Glossary:
+ *	position	a value of outbox.message.seq
+ *	horizon		the first position an append in progress may commit at
+ *	record		a backend's slot: its first position of this transaction
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/twophase.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/namespace.h"
+#include "common/hashfn.h"
+#include "commands/sequence.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lock.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+
+#include "outbox_stream.h"
+
+#define STREAM_SHMEM_NAME		"krizaka_outbox stream"
+#define STREAM_HASH_NAME		"krizaka_outbox stream positions"
+#define STREAM_MAX_POSITIONS	1024
+
+/* a topic is at most 200 characters (CheckName), 4 bytes each */
+#define STREAM_TOPIC_BYTES		800
+
+/* the field of the advisory locks of ordering keys (applications use 1, 2) */
+#define STREAM_KEY_LOCK			0x4B4F
+
+typedef struct StreamKey
+{
+	Oid			dboid;
+	Oid			relid;			/* outbox.message of that database */
+	char		topic[STREAM_TOPIC_BYTES];
+} StreamKey;
+
+typedef struct StreamPosition
+{
+	StreamKey	key;
+	int64		position;
+	TimestampTz used;
+	TimestampTz searched;		/* when a claim last searched how far it may move */
+} StreamPosition;
+
+/* one per PGPROC: the first position its transaction took, 0 if none */
+typedef struct StreamRecord
+{
+	pg_atomic_uint64 first;
+	Oid			dboid;
+	TransactionId xid;			/* a transaction being prepared, or prepared */
+} StreamRecord;
+
+/* the record of a prepared transaction without appends */
+#define STREAM_NO_APPEND	PG_INT64_MAX
+
+typedef struct StreamShared
+{
+	LWLock	   *horizon_lock;	/* appenders shared, horizon exclusive */
+	LWLock	   *position_lock;	/* the positions' hash */
+	int			nrecords;
+	StreamRecord records[FLEXIBLE_ARRAY_MEMBER];
+} StreamShared;
+
+static StreamShared *stream_shared = NULL;
+static HTAB *stream_positions = NULL;
+static bool stream_recorded = false;	/* this transaction has a record */
+static TransactionId stream_preparing = InvalidTransactionId;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static int	obx_nrecords(void);
+static Size obx_stream_size(void);
+static void obx_stream_request(void);
+static void obx_stream_startup(void);
+static void obx_stream_xact(XactEvent event, void *arg);
+static Oid	obx_relation(const char *name, const char *kind);
+static bool obx_key(StreamKey *key, text *topic);
+static void obx_make_room(void);
+static void obx_record_prepare(void);
+static void obx_record_prepared(void);
+static bool obx_prepared_known(PGPROC *proc, TransactionId xid);
+
+/* Install the shared memory hooks and the transaction callback. */
+void
+OutboxStreamInit(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = obx_stream_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = obx_stream_startup;
+	RegisterXactCallback(obx_stream_xact, NULL);
+}
+
+/* One record per PGPROC: backends, auxiliary processes, prepared xacts. */
+static int
+obx_nrecords(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
+static Size
+obx_stream_size(void)
+{
+	return add_size(offsetof(StreamShared, records),
+					mul_size(obx_nrecords(), sizeof(StreamRecord)));
+}
+
+/* Reserve the records, the positions' hash and the two locks. */
+static void
+obx_stream_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+
+	RequestAddinShmemSpace(add_size(obx_stream_size(),
+									hash_estimate_size(STREAM_MAX_POSITIONS,
+													   sizeof(StreamPosition))));
+	RequestNamedLWLockTranche(STREAM_SHMEM_NAME, 2);
+}
+
+/* Create or attach to the records and the positions. */
+static void
+obx_stream_startup(void)
+{
+	HASHCTL		info;
+	bool		found;
+	int			i;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	stream_shared = ShmemInitStruct(STREAM_SHMEM_NAME, obx_stream_size(), &found);
+	if (!found)
+	{
+		LWLockPadded *locks = GetNamedLWLockTranche(STREAM_SHMEM_NAME);
+
+		stream_shared->horizon_lock = &locks[0].lock;
+		stream_shared->position_lock = &locks[1].lock;
+		stream_shared->nrecords = obx_nrecords();
+		for (i = 0; i < stream_shared->nrecords; i++)
+		{
+			pg_atomic_init_u64(&stream_shared->records[i].first, 0);
+			stream_shared->records[i].dboid = InvalidOid;
+			stream_shared->records[i].xid = InvalidTransactionId;
+		}
+	}
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(StreamKey);
+	info.entrysize = sizeof(StreamPosition);
+	stream_positions = ShmemInitHash(STREAM_HASH_NAME,
+									 STREAM_MAX_POSITIONS, STREAM_MAX_POSITIONS,
+									 &info, HASH_ELEM | HASH_BLOBS);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * At the end of a transaction its record ends (after it became visible or
+ * was rolled back); at PREPARE it moves to the prepared transaction.
+ */
+static void
+obx_stream_xact(XactEvent event, void *arg)
+{
+	/* no catalog access here: the transaction may be over */
+	if (stream_shared == NULL)
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			obx_record_prepare();
+			break;
+		case XACT_EVENT_PREPARE:
+			obx_record_prepared();
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			if (stream_recorded)
+			{
+				StreamRecord *rec = &stream_shared->records[MyProc->pgprocno];
+
+				pg_atomic_write_u64(&rec->first, 0);
+				rec->xid = InvalidTransactionId;
+				stream_recorded = false;
+			}
+			stream_preparing = InvalidTransactionId;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * Before PREPARE: this backend's record names the transaction (a record
+ * without appends if it has none), so that from the moment its PGPROC
+ * shows it as prepared, a horizon finds its record.
+ */
+static void
+obx_record_prepare(void)
+{
+	StreamRecord *rec = &stream_shared->records[MyProc->pgprocno];
+	TransactionId xid = GetTopTransactionIdIfAny();
+
+	if (!TransactionIdIsValid(xid))
+		return;
+	LWLockAcquire(stream_shared->horizon_lock, LW_SHARED);
+	rec->xid = xid;
+	if (!stream_recorded)
+	{
+		rec->dboid = MyDatabaseId;
+		pg_atomic_write_u64(&rec->first, (uint64) STREAM_NO_APPEND);
+		stream_recorded = true;
+	}
+	LWLockRelease(stream_shared->horizon_lock);
+	stream_preparing = xid;
+}
+
+/* After PREPARE: the record moves to the prepared transaction's PGPROC. */
+static void
+obx_record_prepared(void)
+{
+	StreamRecord *own = &stream_shared->records[MyProc->pgprocno];
+	StreamRecord *rec;
+	PGPROC	   *proc;
+
+	if (!TransactionIdIsValid(stream_preparing))
+		return;
+	proc = TwoPhaseGetDummyProc(stream_preparing, false);
+	rec = &stream_shared->records[proc->pgprocno];
+
+	LWLockAcquire(stream_shared->horizon_lock, LW_SHARED);
+	rec->dboid = own->dboid;
+	rec->xid = stream_preparing;
+	pg_atomic_write_u64(&rec->first, pg_atomic_read_u64(&own->first));
+	pg_atomic_write_u64(&own->first, 0);
+	own->xid = InvalidTransactionId;
+	LWLockRelease(stream_shared->horizon_lock);
+	stream_recorded = false;
+	stream_preparing = InvalidTransactionId;
+}
+
+/*
+ * Whether the tables are those of 1.2 or later: outbox.message has its
+ * positions (a database not yet updated from 1.0 or 1.1 has not).
+ */
+bool
+StreamSchema(void)
+{
+	Oid			nsp = get_namespace_oid("outbox", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("message_seq", nsp));
+}
+
+/*
+ * Whether claims can keep positions: the shared memory exists and the
+ * tables have positions.
+ */
+bool
+StreamAvailable(void)
+{
+	return stream_shared != NULL && stream_positions != NULL && StreamSchema();
+}
+
+/* The OID of outbox.<name>, a relation the extension made. */
+static Oid
+obx_relation(const char *name, const char *kind)
+{
+	Oid			nsp = get_namespace_oid("outbox", false);
+	Oid			relid = get_relname_relid(name, nsp);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("%s outbox.%s does not exist", kind, name),
+				 errhint("Update the extension: ALTER EXTENSION krizaka_outbox UPDATE.")));
+	return relid;
+}
+
+/*
+ * Before the first append of this transaction: record a position taken
+ * now, below every position its appends will get.  A transaction that
+ * cannot write skips it (the append fails with PostgreSQL's own error).
+ */
+void
+StreamNoteAppend(void)
+{
+	StreamRecord *rec;
+	Oid			seq;
+	int64		first;
+
+	if (stream_recorded || !StreamAvailable() || XactReadOnly ||
+		RecoveryInProgress())
+		return;
+	seq = obx_relation("message_seq", "sequence");
+	rec = &stream_shared->records[MyProc->pgprocno];
+
+	LWLockAcquire(stream_shared->horizon_lock, LW_SHARED);
+	first = nextval_internal(seq, false);
+	rec->dboid = MyDatabaseId;
+	pg_atomic_write_u64(&rec->first, (uint64) first);
+	stream_recorded = true;
+	LWLockRelease(stream_shared->horizon_lock);
+}
+
+/*
+ * The horizon of this database: no position below it belongs to an append
+ * in progress now, nor can one be given later.  Messages below it are all
+ * visible to a snapshot taken after this returns, or never will be.
+ */
+int64
+StreamHorizon(void)
+{
+	Oid			seq = obx_relation("message_seq", "sequence");
+	int			first_prepared = MaxBackends + NUM_AUXILIARY_PROCS;
+	int64		horizon;
+	int			i;
+
+	LWLockAcquire(stream_shared->horizon_lock, LW_EXCLUSIVE);
+	horizon = nextval_internal(seq, false);
+	for (i = 0; i < stream_shared->nrecords; i++)
+	{
+		StreamRecord *rec = &stream_shared->records[i];
+		int64		first = (int64) pg_atomic_read_u64(&rec->first);
+
+		if (first == 0)
+			continue;
+		if (i >= first_prepared && !TransactionIdIsInProgress(rec->xid))
+		{
+			/* the prepared transaction was committed or rolled back */
+			pg_atomic_write_u64(&rec->first, 0);
+			rec->xid = InvalidTransactionId;
+			continue;
+		}
+		if (rec->dboid == MyDatabaseId && first < horizon)
+			horizon = first;
+	}
+
+	/* a prepared transaction of this database without a record */
+	for (i = first_prepared; i < stream_shared->nrecords && horizon > 0; i++)
+	{
+		PGPROC	   *proc = &ProcGlobal->allProcs[i];
+		TransactionId xid = proc->xid;
+
+		if (TransactionIdIsValid(xid) && proc->databaseId == MyDatabaseId &&
+			!obx_prepared_known(proc, xid) && TransactionIdIsInProgress(xid))
+			horizon = 0;
+	}
+	LWLockRelease(stream_shared->horizon_lock);
+	return horizon;
+}
+
+/*
+ * Whether the prepared transaction xid (of PGPROC proc) has a record: at
+ * its PGPROC's slot, or still at the slot of the backend preparing it.
+ */
+static bool
+obx_prepared_known(PGPROC *proc, TransactionId xid)
+{
+	int			i;
+
+	if (pg_atomic_read_u64(&stream_shared->records[proc->pgprocno].first) != 0 &&
+		stream_shared->records[proc->pgprocno].xid == xid)
+		return true;
+	for (i = 0; i < MaxBackends; i++)
+		if (stream_shared->records[i].xid == xid &&
+			pg_atomic_read_u64(&stream_shared->records[i].first) != 0)
+			return true;
+	return false;
+}
+
+/*
+ * Take the lock of an ordering key of topic until this transaction ends:
+ * a transaction that appends to a key waits for the others that did, so
+ * positions, taken after the lock, follow the order of their commits.  An
+ * advisory lock of this database on two hashes, with a field of its own
+ * (STREAM_KEY_LOCK) so as not to meet the advisory locks of applications;
+ * two keys with the same hashes only wait for each other.
+ */
+void
+StreamLockKey(text *topic, text *key)
+{
+	LOCKTAG		tag;
+	uint32		topic_hash = DatumGetUInt32(hash_any((unsigned char *) VARDATA_ANY(topic),
+													 VARSIZE_ANY_EXHDR(topic)));
+	uint32		key_hash = DatumGetUInt32(hash_any((unsigned char *) VARDATA_ANY(key),
+												   VARSIZE_ANY_EXHDR(key)));
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, topic_hash, key_hash, STREAM_KEY_LOCK);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/*
+ * The hash key of a topic of this database's outbox.message (a table made
+ * anew, by DROP and CREATE EXTENSION, has other positions); false when the
+ * topic is too long to keep.
+ */
+static bool
+obx_key(StreamKey *key, text *topic)
+{
+	int			len = VARSIZE_ANY_EXHDR(topic);
+
+	if (len >= STREAM_TOPIC_BYTES)
+		return false;
+	memset(key, 0, sizeof(StreamKey));
+	key->dboid = MyDatabaseId;
+	key->relid = obx_relation("message", "table");
+	memcpy(key->topic, VARDATA_ANY(topic), len);
+	return true;
+}
+
+/*
+ * The claim position of topic, 0 when none is kept; *searched says when it
+ * was last searched (DT_NOBEGIN: never).
+ */
+int64
+StreamPositionGet(text *topic, TimestampTz *searched)
+{
+	StreamKey	key;
+	StreamPosition *p;
+	int64		position = 0;
+
+	*searched = DT_NOBEGIN;
+	if (!StreamAvailable() || !obx_key(&key, topic))
+		return 0;
+	LWLockAcquire(stream_shared->position_lock, LW_SHARED);
+	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
+	if (p)
+	{
+		position = p->position;
+		*searched = p->searched;
+	}
+	LWLockRelease(stream_shared->position_lock);
+	return position;
+}
+
+/*
+ * Keep position as the claim position of topic; with only_forward, only if
+ * it is ahead of the one kept (two claims may compute it at once).
+ */
+void
+StreamPositionSet(text *topic, int64 position, bool only_forward)
+{
+	StreamKey	key;
+	StreamPosition *p;
+	bool		found;
+
+	if (!StreamAvailable() || !obx_key(&key, topic))
+		return;
+	LWLockAcquire(stream_shared->position_lock, LW_EXCLUSIVE);
+	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
+	if (!p)
+	{
+		if (hash_get_num_entries(stream_positions) >= STREAM_MAX_POSITIONS)
+			obx_make_room();
+		p = hash_search(stream_positions, &key, HASH_ENTER_NULL, &found);
+		if (!p)
+		{
+			LWLockRelease(stream_shared->position_lock);
+			return;
+		}
+		p->position = 0;
+	}
+	if (!only_forward || position > p->position)
+		p->position = position;
+	p->used = p->searched = GetCurrentTimestamp();
+	LWLockRelease(stream_shared->position_lock);
+}
+
+/* Remove the least recently used position; the lock is held exclusively. */
+static void
+obx_make_room(void)
+{
+	HASH_SEQ_STATUS status;
+	StreamPosition *p;
+	StreamPosition *oldest = NULL;
+	StreamKey	key;
+
+	hash_seq_init(&status, stream_positions);
+	while ((p = hash_seq_search(&status)) != NULL)
+		if (oldest == NULL || p->used < oldest->used)
+			oldest = p;
+	if (oldest == NULL)
+		return;
+	key = oldest->key;
+	(void) hash_search(stream_positions, &key, HASH_REMOVE, NULL);
+}

@@ -1,0 +1,36 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_stream.h
+ *		The stream of a topic: claim positions and the horizon of appends
+ *		still in progress (outbox_stream.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_STREAM_H
+#define OUTBOX_STREAM_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+
+/* install the shared memory and transaction hooks; only when preloaded */
+extern void OutboxStreamInit(void);
+
+/* whether the tables have positions (1.2); and claims can keep them */
+extern bool StreamSchema(void);
+extern bool StreamAvailable(void);
+
+/* before an append with an ordering key: wait for its other appenders */
+extern void StreamLockKey(text *topic, text *key);
+
+/* before this transaction appends its first message */
+extern void StreamNoteAppend(void);
+
+/* the first position an append still in progress may commit at */
+extern int64 StreamHorizon(void);
+
+/* a topic's claim position, 0 when none is kept, and when it last moved */
+extern int64 StreamPositionGet(text *topic, TimestampTz *searched);
+extern void StreamPositionSet(text *topic, int64 position, bool only_forward);
+
+#endif							/* OUTBOX_STREAM_H */

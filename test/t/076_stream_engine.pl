@@ -1,0 +1,130 @@
+# The queue engine reads each topic as a stream from its claim position.
+# While a snapshot is held, claims do not walk the messages finished since
+# (counted in index entries read, not in time); the claim position never
+# passes a message of a prepared transaction, before or after a restart; a
+# crashed backend's appends leave nothing behind and nothing skipped.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use OutboxTest;
+
+my $node = worker_node('stream', '', "max_prepared_transactions = 4\nautovacuum = off\nrestart_after_crash = on\n");
+$node->safe_psql('postgres', 'CREATE DATABASE app');
+$node->safe_psql('app', 'CREATE EXTENSION krizaka_outbox');
+
+# claim up to $n of topic $t as $owner and complete them; returns the payloads' n
+sub drain
+{
+	my ($t, $n) = @_;
+	return $node->safe_psql('app', qq{
+		WITH c AS (SELECT * FROM outbox.claim('w', '$t', $n, 30))
+		SELECT coalesce(string_agg(payload->>'n', ' ' ORDER BY seq), '')
+		  FROM c WHERE outbox.complete(c.id, 'w')});
+}
+
+# index entries read from the indexes of outbox.message so far
+sub index_reads
+{
+	return $node->safe_psql('app', q{
+		SELECT pg_stat_force_next_flush();
+		SELECT sum(idx_tup_read) FROM pg_stat_user_indexes
+		 WHERE schemaname = 'outbox' AND relname = 'message'});
+}
+
+#
+# A held snapshot: 20,000 messages claimed and completed 50 at a time while a
+# REPEATABLE READ transaction that read another table stays open.  With
+# autovacuum off nothing is removed either way; the stream index is read
+# from the claim position, so a claim reads about the entries of its own
+# batch, not those of every message finished before it.
+#
+$node->safe_psql('app', q{
+	SELECT outbox.append_batch('held', 'evt.held.v1', array_agg(jsonb_build_object('n', g) ORDER BY g))
+	  FROM generate_series(1, 20000) g});
+my $holder = $node->background_psql('app');
+$holder->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$holder->query_safe('SELECT count(*) FROM pg_class');
+my $worker = $node->background_psql('app');
+my $drain_sql = q{
+	WITH c AS (SELECT * FROM outbox.claim('w', 'held', 50, 30))
+	SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
+my $claims = 0;
+my $reads_before = index_reads();
+for my $round (1 .. 399)
+{
+	$claims++ if $worker->query_safe($drain_sql) eq '50';
+}
+my $before_last = index_reads();
+$claims++ if $worker->query_safe($drain_sql) eq '50';
+my $last_reads = index_reads() - $before_last;
+$worker->quit;
+is($claims, 400, 'every claim found a full batch while the snapshot was held');
+is($node->safe_psql('app', q{SELECT count(*) FROM outbox.message WHERE delivered_at IS NULL}),
+	'0', 'all 20,000 messages delivered');
+my $per_claim = (index_reads() - $reads_before) / 400;
+cmp_ok($per_claim, '<', 400,
+	"on average a claim and its completions read $per_claim index entries (its batch, not the history)");
+cmp_ok($last_reads, '<', 400,
+	"the last claim, after 19,950 messages finished under the snapshot, read $last_reads");
+$holder->query_safe('COMMIT');
+$holder->quit;
+
+#
+# An append that took its position first and commits last is claimed once
+# it commits, also when its transaction was prepared; a prepared
+# transaction that survives a restart (whose record shared memory lost)
+# holds every claim position of its database back until it is resolved.
+#
+$node->safe_psql('app', q{
+	BEGIN;
+	SELECT outbox.append('tp', 'evt.tp.v1', '{"n": "prepared"}');
+	PREPARE TRANSACTION 'early';
+});
+$node->safe_psql('app', q{SELECT outbox.append('tp', 'evt.tp.v1', '{"n": "later"}')});
+is(drain('tp', 10), 'later', 'the committed message is claimed');
+is(drain('tp', 10), '', 'the prepared one is not visible yet');
+$node->safe_psql('app', q{COMMIT PREPARED 'early'});
+is(drain('tp', 10), 'prepared', 'the prepared message is claimed once committed');
+
+$node->safe_psql('app', q{
+	BEGIN;
+	SELECT outbox.append('tp', 'evt.tp.v1', '{"n": "across a restart"}');
+	PREPARE TRANSACTION 'across';
+});
+$node->safe_psql('app', q{SELECT outbox.append('tp', 'evt.tp.v1', '{"n": "before"}')});
+is(drain('tp', 10), 'before', 'before the restart: the committed message');
+$node->restart;
+$node->safe_psql('app', q{SELECT outbox.append('tp', 'evt.tp.v1', '{"n": "after"}')});
+is(drain('tp', 10), 'after', 'after the restart: the new message');
+$node->safe_psql('app', q{SELECT outbox.append('tp', 'evt.tp.v1', '{"n": "meanwhile"}')});
+is(drain('tp', 10), 'meanwhile', 'claims go on while the prepared transaction is open');
+$node->safe_psql('app', q{COMMIT PREPARED 'across'});
+is(drain('tp', 10), 'across a restart', 'the message prepared before the restart is claimed');
+is(drain('tp', 10), '', 'and nothing else is left');
+
+#
+# A backend killed in the middle of a transaction that appended: the
+# postmaster restarts every process and empties shared memory; the
+# messages committed before are all claimed once, the lost ones never.
+#
+$node->safe_psql('app', q{
+	SELECT outbox.append('crash', 'evt.crash.v1', jsonb_build_object('n', g)) FROM generate_series(1, 3) g});
+my $victim = $node->background_psql('app', on_error_stop => 0);
+$victim->query_safe(q{BEGIN; SELECT outbox.append('crash', 'evt.crash.v1', '{"n": "lost"}')});
+my $vpid = $victim->query_safe('SELECT pg_backend_pid()');
+$node->safe_psql('app', q{SELECT outbox.append('crash', 'evt.crash.v1', '{"n": 4}')});
+is(drain('crash', 2), '1 2', 'two of the committed messages before the crash');
+kill 'KILL', $vpid;
+eval { $victim->quit };
+ok(wait_for($node, 'app', 'SELECT 1', '1', 60), 'the server accepts connections after the crash');
+$node->safe_psql('app', q{SELECT outbox.append('crash', 'evt.crash.v1', '{"n": 5}')});
+is(drain('crash', 10), '3 4 5', 'after the crash: the rest, once, and not the lost one');
+is($node->safe_psql('app', q{SELECT count(*) FROM outbox.message WHERE topic = 'crash'}),
+	'5', 'the lost append left no message');
+
+$node->stop;
+done_testing();

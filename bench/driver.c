@@ -3,7 +3,8 @@
  * driver.c
  *		The consumers of the benchmark (bench/run), where pgbench cannot
  *		express the workload: pull workers that stop when nothing is left,
- *		per-message completes, and NOTIFY drains timed at the listener.
+ *		NOTIFY drains timed at the listener, and W8's consumers with the
+ *		snapshot they hold and the figures they sample.
  *
  *	driver pull SYSTEM conninfo topic workers batch total
  *		SYSTEM is one of
@@ -29,12 +30,12 @@
  *		again after POLL_IDLE_MS when they get nothing, or krizaka-worker:
  *		the background worker delivers to a NOTIFY route and one listener
  *		on channel `topic` counts what arrives (consumed = delivered;
- *		`workers` must be 1).  Every SAMPLE_SECONDS a line goes to the csv file:
- *		offered and consumed per second, backlog (produced - consumed; the
+ *		`workers` must be 1).  Every SAMPLE_SECONDS a line goes to the csv
+ *		file: offered and consumed per second, backlog (produced - consumed; the
  *		producers' business rows count what was produced), the claims'
  *		latency (the claim call; pgq: next_batch + get_batch_events) and
  *		the size of the queue's tables with their indexes and TOAST.  At
- *		the end one line of key=value figures per phase.
+ *		the end one line of key=value figures, per phase and at release.
  *
  *	driver notify conninfo topic channel total mode
  *		LISTENs on channel, then starts the delivery of `total` messages

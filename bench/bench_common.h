@@ -1,7 +1,8 @@
 /*
  * bench_common.h
  *		What the benchmark's two C drivers (driver.c, notify_latency.c)
- *		share: a monotonic clock and dying on a libpq error.  Each driver
+ *		share: a monotonic clock, sorting doubles and dying on a libpq
+ *		error.  Each driver
  *		defines BENCH_PROGNAME, the name its error messages start with,
  *		before including this file.
  */
@@ -22,6 +23,16 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+}
+
+/* qsort's comparison of two doubles */
+static int
+cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a;
+	double		y = *(const double *) b;
+
+	return (x > y) - (x < y);
 }
 
 /* Print the connection's error and end the program. */

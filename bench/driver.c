@@ -3,20 +3,39 @@
  * driver.c
  *		The consumers of the benchmark (bench/run), where pgbench cannot
  *		express the workload: pull workers that stop when nothing is left,
- *		per-message completes, and NOTIFY drains timed at the listener.
+ *		NOTIFY drains timed at the listener, and W8's consumers with the
+ *		snapshot they hold and the figures they sample.
  *
  *	driver pull SYSTEM conninfo topic workers batch total
  *		SYSTEM is one of
  *		  floor    bare UPDATE of `batch` rows by key range per statement
  *		           (worker k takes batches k, k + workers, ...; `total` rows)
  *		  plain    the plain-SQL outbox of bench/plain.sql: one claim
- *		           statement, then one UPDATE per message, each committed
+ *		           statement, then one UPDATE that completes the whole batch
  *		  krizaka  outbox.claim, then outbox.complete_many of the batch
  *		  pgq      PgQ: worker k consumes queue "<topic>_<k>" as consumer
  *		           "bench": next_batch, get_batch_events, finish_batch
  *		Every statement runs in its own transaction (autocommit).  A worker
  *		stops when it gets nothing.  Prints one line:
  *		  "pull <system> messages=N seconds=S rate=R"
+ *
+ *	driver w8 SYSTEM conninfo topic workers batch clean hold recovery csv
+ *		The consumers of W8 (a held xmin horizon) while producers run
+ *		beside them (pgbench -R, started by bench/run): `workers` workers
+ *		consume for clean + hold + recovery seconds (multiples of 5); when
+ *		the clean phase ends this program opens a REPEATABLE READ
+ *		transaction on another connection, reads public.bench_unrelated,
+ *		and keeps it open for `hold` seconds.  SYSTEM is krizaka, plain or
+ *		pgq as above (pgq: the queue is `topic` itself), whose workers poll
+ *		again after POLL_IDLE_MS when they get nothing, or krizaka-worker:
+ *		the background worker delivers to a NOTIFY route and one listener
+ *		on channel `topic` counts what arrives (consumed = delivered;
+ *		`workers` must be 1).  Every SAMPLE_SECONDS a line goes to the csv
+ *		file: offered and consumed per second, backlog (produced - consumed; the
+ *		producers' business rows count what was produced), the claims'
+ *		latency (the claim call; pgq: next_batch + get_batch_events) and
+ *		the size of the queue's tables with their indexes and TOAST.  At
+ *		the end one line of key=value figures, per phase and at release.
  *
  *	driver notify conninfo topic channel total mode
  *		LISTENs on channel, then starts the delivery of `total` messages
@@ -54,6 +73,37 @@
 
 #define MAX_WORKERS		64
 #define IDLE_TIMEOUT_MS	10000
+#define POLL_IDLE_MS	10		/* W8: a worker that got nothing waits this long */
+#define SAMPLE_SECONDS	5		/* W8: one csv line every so many seconds */
+
+/* The phases of W8 */
+enum
+{
+	PHASE_CLEAN,
+	PHASE_HELD,
+	PHASE_RECOVERY,
+	NUM_PHASES
+};
+static const char *const phase_names[NUM_PHASES] = {"clean", "held", "recovery"};
+
+/* A growing list of claim latencies in milliseconds */
+typedef struct Latencies
+{
+	double	   *ms;
+	long		n;
+	long		cap;
+} Latencies;
+
+/* What the workers of W8 share with the thread that samples */
+typedef struct Shared
+{
+	pthread_mutex_t lock;
+	volatile int stop;			/* set once the run is over */
+	int			phase;
+	long		consumed;
+	Latencies	interval;		/* claims since the last sample */
+	Latencies	phases[NUM_PHASES];
+} Shared;
 
 /* One pull worker */
 typedef struct Worker
@@ -66,6 +116,7 @@ typedef struct Worker
 	int			batch;
 	long		total;
 	long		done;			/* messages completed */
+	Shared	   *shared;			/* W8: consume until told to stop; else NULL */
 	char		error[512];
 } Worker;
 
@@ -160,15 +211,153 @@ pull_floor(PGconn *conn, Worker *w)
 	}
 }
 
-/* plain: the claim of bench/plain.sql, then one UPDATE per message. */
+/* Append a latency to a list; the caller holds the lock of Shared. */
+static void
+latencies_add(Latencies *l, double ms)
+{
+	if (l->n == l->cap)
+	{
+		l->cap = l->cap ? l->cap * 2 : 1024;
+		l->ms = realloc(l->ms, (size_t) l->cap * sizeof(double));
+		if (l->ms == NULL)
+		{
+			fprintf(stderr, "driver: out of memory\n");
+			exit(1);
+		}
+	}
+	l->ms[l->n++] = ms;
+}
+
+/*
+ * The q-quantile (nearest rank) of a list, which it sorts; -1 when the list
+ * is empty.
+ */
+static double
+latencies_quantile(Latencies *l, double q)
+{
+	long		rank;
+
+	if (l->n == 0)
+		return -1;
+	qsort(l->ms, l->n, sizeof(double), cmp_double);
+	rank = (long) (q * l->n);
+	if (rank < q * l->n)
+		rank++;
+	return l->ms[rank > 0 ? rank - 1 : 0];
+}
+
+/* Has the run of W8 ended?  (Never in a pull run.) */
+static int
+stopped(Worker *w)
+{
+	return w->shared != NULL && __atomic_load_n(&w->shared->stop, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * A worker got nothing: a pull run is over for it, a W8 worker polls again
+ * after POLL_IDLE_MS.  Returns whether the worker stops.
+ */
+static int
+nothing_left(Worker *w)
+{
+	if (w->shared == NULL || stopped(w))
+		return 1;
+	usleep(POLL_IDLE_MS * 1000);
+	return 0;
+}
+
+/* W8: record the latency of a claim that started at `start` (now_ms). */
+static void
+note_claim(Worker *w, double start)
+{
+	double		ms = now_ms() - start;
+
+	if (w->shared == NULL)
+		return;
+	pthread_mutex_lock(&w->shared->lock);
+	latencies_add(&w->shared->interval, ms);
+	latencies_add(&w->shared->phases[w->shared->phase], ms);
+	pthread_mutex_unlock(&w->shared->lock);
+}
+
+/* Count n messages consumed. */
+static void
+note_done(Worker *w, long n)
+{
+	w->done += n;
+	if (w->shared == NULL)
+		return;
+	pthread_mutex_lock(&w->shared->lock);
+	w->shared->consumed += n;
+	pthread_mutex_unlock(&w->shared->lock);
+}
+
+/* The ids of a claimed batch (column 0) as a uuid[] literal, into buf. */
+static void
+ids_literal(PGresult *res, char *buf)
+{
+	char	   *p = buf;
+	int			i;
+
+	*p++ = '{';
+	for (i = 0; i < PQntuples(res); i++)
+		p += sprintf(p, "%s%s", i ? "," : "", PQgetvalue(res, i, 0));
+	*p++ = '}';
+	*p = '\0';
+}
+
+/*
+ * A claim-and-complete loop: the claim statement (prepared as "claim",
+ * parameters owner, topic, batch size), then the "complete" statement with
+ * the ids of the batch and the owner; the count of messages completed is
+ * the command's row count (plain) or its result (krizaka).
+ */
+static void
+claim_loop(PGconn *conn, Worker *w, const char *owner, int count_in_result)
+{
+	char		batch[16];
+	char	   *ids = malloc((size_t) w->batch * 40 + 3);
+
+	snprintf(batch, sizeof(batch), "%d", w->batch);
+	pthread_barrier_wait(&start_barrier);
+	while (!stopped(w))
+	{
+		const char *claim[3] = {owner, w->topic, batch};
+		const char *complete[2] = {ids, owner};
+		PGresult   *res;
+		double		start = now_ms();
+
+		if ((res = run_prepared(conn, w, "claim", 3, claim)) == NULL)
+			break;
+		note_claim(w, start);
+		if (PQntuples(res) == 0)
+		{
+			PQclear(res);
+			if (nothing_left(w))
+				break;
+			continue;
+		}
+		ids_literal(res, ids);
+		PQclear(res);
+
+		if ((res = run_prepared(conn, w, "complete", 2, complete)) == NULL)
+			break;
+		note_done(w, atol(count_in_result ? PQgetvalue(res, 0, 0) : PQcmdTuples(res)));
+		PQclear(res);
+	}
+	free(ids);
+}
+
+/*
+ * plain: the claim of bench/plain.sql, then one UPDATE that completes the
+ * whole batch.
+ */
 static void
 pull_plain(PGconn *conn, Worker *w)
 {
 	char		owner[32];
-	char		batch[16];
 
 	snprintf(owner, sizeof(owner), "plain-%d", w->no);
-	snprintf(batch, sizeof(batch), "%d", w->batch);
 	prepare_or_die(conn, "claim",
 				   "UPDATE plain.message SET attempts = attempts + 1,"
 				   " leased_until = now() + interval '60 seconds', lease_owner = $1 "
@@ -180,38 +369,9 @@ pull_plain(PGconn *conn, Worker *w)
 				   "RETURNING id, topic, event_type, payload, created_at, attempts", 3);
 	prepare_or_die(conn, "complete",
 				   "UPDATE plain.message SET delivered_at = now(), leased_until = NULL "
-				   "WHERE id = $1 AND lease_owner = $2", 2);
-	pthread_barrier_wait(&start_barrier);
-	for (;;)
-	{
-		const char *claim[3] = {owner, w->topic, batch};
-		PGresult   *res;
-		int			n;
-		int			i;
-
-		if ((res = run_prepared(conn, w, "claim", 3, claim)) == NULL)
-			return;
-		n = PQntuples(res);
-		if (n == 0)
-		{
-			PQclear(res);
-			return;
-		}
-		for (i = 0; i < n; i++)
-		{
-			const char *complete[2] = {PQgetvalue(res, i, 0), owner};
-			PGresult   *done;
-
-			if ((done = run_prepared(conn, w, "complete", 2, complete)) == NULL)
-			{
-				PQclear(res);
-				return;
-			}
-			w->done += atol(PQcmdTuples(done));
-			PQclear(done);
-		}
-		PQclear(res);
-	}
+				   "WHERE id = ANY ($1::uuid[]) AND lease_owner = $2"
+				   " AND delivered_at IS NULL", 2);
+	claim_loop(conn, w, owner, 0);
 }
 
 /* krizaka: outbox.claim, then outbox.complete_many of the whole batch. */
@@ -219,74 +379,52 @@ static void
 pull_krizaka(PGconn *conn, Worker *w)
 {
 	char		owner[32];
-	char		batch[16];
-	char	   *ids = malloc((size_t) w->batch * 40 + 3);
 
 	snprintf(owner, sizeof(owner), "krizaka-%d", w->no);
-	snprintf(batch, sizeof(batch), "%d", w->batch);
 	prepare_or_die(conn, "claim",
 				   "SELECT id, topic, event_type, payload, created_at, attempts "
 				   "FROM outbox.claim($1, $2, $3)", 3);
 	prepare_or_die(conn, "complete",
 				   "SELECT outbox.complete_many($1::uuid[], $2)", 2);
-	pthread_barrier_wait(&start_barrier);
-	for (;;)
-	{
-		const char *claim[3] = {owner, w->topic, batch};
-		const char *complete[2] = {ids, owner};
-		PGresult   *res;
-		char	   *p = ids;
-		int			n;
-		int			i;
-
-		if ((res = run_prepared(conn, w, "claim", 3, claim)) == NULL)
-			break;
-		n = PQntuples(res);
-		if (n == 0)
-		{
-			PQclear(res);
-			break;
-		}
-		*p++ = '{';
-		for (i = 0; i < n; i++)
-			p += sprintf(p, "%s%s", i ? "," : "", PQgetvalue(res, i, 0));
-		*p++ = '}';
-		*p = '\0';
-		PQclear(res);
-
-		if ((res = run_prepared(conn, w, "complete", 2, complete)) == NULL)
-			break;
-		w->done += atol(PQgetvalue(res, 0, 0));
-		PQclear(res);
-	}
-	free(ids);
+	claim_loop(conn, w, owner, 1);
 }
 
-/* pgq: one queue per worker, consumed in its batches. */
+/*
+ * pgq: consumer "bench" of one queue: "<topic>_<k>" for worker k in a pull
+ * run, `topic` itself in W8.
+ */
 static void
 pull_pgq(PGconn *conn, Worker *w)
 {
 	char		queue[256];
 
-	snprintf(queue, sizeof(queue), "%s_%d", w->topic, w->no);
+	if (w->shared == NULL)
+		snprintf(queue, sizeof(queue), "%s_%d", w->topic, w->no);
+	else
+		snprintf(queue, sizeof(queue), "%s", w->topic);
 	prepare_or_die(conn, "next", "SELECT pgq.next_batch($1, 'bench')", 1);
 	prepare_or_die(conn, "events",
 				   "SELECT ev_id, ev_type, ev_data FROM pgq.get_batch_events($1)", 1);
 	prepare_or_die(conn, "finish", "SELECT pgq.finish_batch($1)", 1);
 	pthread_barrier_wait(&start_barrier);
-	for (;;)
+	while (!stopped(w))
 	{
 		const char *next[1] = {queue};
 		const char *batch[1];
 		char		batch_id[32];
 		PGresult   *res;
+		long		n;
+		double		start = now_ms();
 
 		if ((res = run_prepared(conn, w, "next", 1, next)) == NULL)
 			return;
 		if (PQgetisnull(res, 0, 0))
 		{
 			PQclear(res);
-			return;
+			note_claim(w, start);
+			if (nothing_left(w))
+				return;
+			continue;
 		}
 		snprintf(batch_id, sizeof(batch_id), "%s", PQgetvalue(res, 0, 0));
 		PQclear(res);
@@ -294,12 +432,14 @@ pull_pgq(PGconn *conn, Worker *w)
 
 		if ((res = run_prepared(conn, w, "events", 1, batch)) == NULL)
 			return;
-		w->done += PQntuples(res);
+		note_claim(w, start);
+		n = PQntuples(res);
 		PQclear(res);
 
 		if ((res = run_prepared(conn, w, "finish", 1, batch)) == NULL)
 			return;
 		PQclear(res);
+		note_done(w, n);
 	}
 }
 
@@ -320,6 +460,55 @@ pull_worker(void *arg)
 		pull_pgq(conn, w);
 	PQfinish(conn);
 	return NULL;
+}
+
+/*
+ * Start `workers` threads running fn on w[0..workers-1] (system, conninfo
+ * and topic from argv[2..4]); they wait at start_barrier, which the caller
+ * passes too.  Exits if a thread cannot start.
+ */
+static void
+start_workers(Worker *w, pthread_t *th, int workers, char **argv, int batch,
+			  long total, Shared *shared, void *(*fn) (void *))
+{
+	int			i;
+
+	pthread_barrier_init(&start_barrier, NULL, workers + 1);
+	for (i = 0; i < workers; i++)
+	{
+		memset(&w[i], 0, sizeof(Worker));
+		w[i].no = i;
+		w[i].system = argv[2];
+		w[i].conninfo = argv[3];
+		w[i].topic = argv[4];
+		w[i].workers = workers;
+		w[i].batch = batch;
+		w[i].total = total;
+		w[i].shared = shared;
+		if (pthread_create(&th[i], NULL, fn, &w[i]) != 0)
+		{
+			fprintf(stderr, "driver: cannot start a thread\n");
+			exit(1);
+		}
+	}
+}
+
+/* Print the errors the workers met; returns whether there was one. */
+static int
+report_errors(Worker *w, int workers)
+{
+	int			failed = 0;
+	int			i;
+
+	for (i = 0; i < workers; i++)
+	{
+		if (w[i].error[0])
+		{
+			fprintf(stderr, "driver: worker %d: %s", i, w[i].error);
+			failed = 1;
+		}
+	}
+	return failed;
 }
 
 /* driver pull SYSTEM conninfo topic workers batch total */
@@ -360,23 +549,7 @@ cmd_pull(int argc, char **argv)
 	}
 
 	/* the workers and this thread start the clock together */
-	pthread_barrier_init(&start_barrier, NULL, workers + 1);
-	for (i = 0; i < workers; i++)
-	{
-		memset(&w[i], 0, sizeof(Worker));
-		w[i].no = i;
-		w[i].system = system;
-		w[i].conninfo = argv[3];
-		w[i].topic = argv[4];
-		w[i].workers = workers;
-		w[i].batch = batch;
-		w[i].total = total;
-		if (pthread_create(&th[i], NULL, pull_worker, &w[i]) != 0)
-		{
-			fprintf(stderr, "driver: cannot start a thread\n");
-			return 1;
-		}
-	}
+	start_workers(w, th, workers, argv, batch, total, NULL, pull_worker);
 	pthread_barrier_wait(&start_barrier);
 	start = now_ms();
 	for (i = 0; i < workers; i++)
@@ -384,14 +557,8 @@ cmd_pull(int argc, char **argv)
 	seconds = (now_ms() - start) / 1000.0;
 
 	for (i = 0; i < workers; i++)
-	{
 		done += w[i].done;
-		if (w[i].error[0])
-		{
-			fprintf(stderr, "driver: worker %d: %s", i, w[i].error);
-			failed = 1;
-		}
-	}
+	failed = report_errors(w, workers);
 	printf("pull %s messages=%ld seconds=%.3f rate=%.0f\n",
 		   system, done, seconds, done / seconds);
 	if (done != total)
@@ -581,6 +748,256 @@ cmd_listen(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * W8, krizaka-worker: the one listener of the route's channel, counting
+ * what the background worker delivers.
+ */
+static void *
+listen_worker(void *arg)
+{
+	Worker	   *w = (Worker *) arg;
+	PGconn	   *conn = connect_or_die(w->conninfo);
+	char		sql[512];
+	double		last;
+
+	snprintf(sql, sizeof(sql), "LISTEN %s", w->topic);
+	exec_ok(conn, sql);
+	pthread_barrier_wait(&start_barrier);
+	while (!stopped(w))
+	{
+		wait_readable(conn, 100);
+		note_done(w, count_notifications(conn, &last));
+	}
+	PQfinish(conn);
+	return NULL;
+}
+
+/* One reading of W8's counters, at t seconds into the run */
+typedef struct Reading
+{
+	double		t;
+	long		produced;
+	long		consumed;
+	long long	size;			/* bytes of the queue's tables */
+} Reading;
+
+/* Take a reading: produced and size from the server, consumed from here. */
+static void
+take_reading(PGconn *mon, Shared *sh, double start, Reading *r)
+{
+	PGresult   *res = PQexecPrepared(mon, "reading", 0, NULL, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die(mon, "reading the counters");
+	r->t = (now_ms() - start) / 1000.0;
+	r->produced = atol(PQgetvalue(res, 0, 0));
+	r->size = atoll(PQgetvalue(res, 0, 1));
+	PQclear(res);
+	pthread_mutex_lock(&sh->lock);
+	r->consumed = sh->consumed;
+	pthread_mutex_unlock(&sh->lock);
+}
+
+/* A latency in ms for the output: "nan" when there was none. */
+static const char *
+fmt_ms(double v, char *buf, size_t len)
+{
+	if (v < 0)
+		snprintf(buf, len, "nan");
+	else
+		snprintf(buf, len, "%.2f", v);
+	return buf;
+}
+
+/* Sleep until the monotonic clock reads t_ms. */
+static void
+sleep_until(double t_ms)
+{
+	double		d;
+
+	while ((d = t_ms - now_ms()) > 0)
+		usleep(d > 100 ? 100000 : (useconds_t) (d * 1000));
+}
+
+/* driver w8 SYSTEM conninfo topic workers batch clean hold recovery csv */
+static int
+cmd_w8(int argc, char **argv)
+{
+	Worker		w[MAX_WORKERS];
+	pthread_t	th[MAX_WORKERS];
+	Shared		sh;
+	Reading		at[NUM_PHASES + 1];	/* at the start of each phase, at the end */
+	Reading		prev;
+	Reading		cur;
+	const char *system;
+	const char *seq;
+	const char *schema;
+	int			workers;
+	int			batch;
+	int			seconds[NUM_PHASES];
+	int			total;
+	int			listener;
+	int			failed = 0;
+	double		start;
+	char		sql[1024];
+	char		b1[32];
+	char		b2[32];
+	FILE	   *csv;
+	PGconn	   *mon;
+	PGconn	   *hold;
+	int			i;
+	int			k;
+
+	if (argc != 11)
+	{
+		fprintf(stderr, "usage: driver w8 krizaka|krizaka-worker|plain|pgq conninfo topic workers batch clean hold recovery csv\n");
+		return 2;
+	}
+	system = argv[2];
+	workers = atoi(argv[5]);
+	batch = atoi(argv[6]);
+	total = 0;
+	for (i = 0; i < NUM_PHASES; i++)
+	{
+		seconds[i] = atoi(argv[7 + i]);
+		if (seconds[i] < SAMPLE_SECONDS || seconds[i] % SAMPLE_SECONDS != 0)
+		{
+			fprintf(stderr, "driver: the %s phase must last a positive multiple of %d s\n",
+					phase_names[i], SAMPLE_SECONDS);
+			return 2;
+		}
+		total += seconds[i];
+	}
+	/* where each system counts what was produced, and where it keeps its queue */
+	listener = strcmp(system, "krizaka-worker") == 0;
+	if (strcmp(system, "krizaka") == 0 || listener)
+		seq = "krizaka.orders_id_seq", schema = "outbox";
+	else if (strcmp(system, "plain") == 0)
+		seq = "plain.orders_id_seq", schema = "plain";
+	else if (strcmp(system, "pgq") == 0)
+		seq = "pgqapp.orders_id_seq", schema = "pgq";
+	else
+	{
+		fprintf(stderr, "driver: unknown system \"%s\"\n", system);
+		return 2;
+	}
+	if (workers < 1 || workers > MAX_WORKERS || batch < 1 || (listener && workers != 1))
+	{
+		fprintf(stderr, "driver: workers 1-%d (krizaka-worker: one listener), batch positive\n",
+				MAX_WORKERS);
+		return 2;
+	}
+	if ((csv = fopen(argv[10], "w")) == NULL)
+	{
+		fprintf(stderr, "driver: cannot write \"%s\": %s\n", argv[10], strerror(errno));
+		return 1;
+	}
+	fprintf(csv, "system,t_s,phase,offered_per_s,consumed_per_s,backlog,claims,"
+			"claim_p50_ms,claim_p99_ms,size_bytes\n");
+
+	mon = connect_or_die(argv[3]);
+	hold = connect_or_die(argv[3]);
+	/* the tables of the schema with their indexes and TOAST; not the business rows */
+	snprintf(sql, sizeof(sql),
+			 "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM %s),"
+			 " (SELECT COALESCE(sum(pg_catalog.pg_total_relation_size(c.oid)), 0)"
+			 "    FROM pg_catalog.pg_class c"
+			 "   WHERE c.relnamespace = '%s'::regnamespace AND c.relkind = 'r'"
+			 "     AND c.relname <> 'orders')", seq, schema);
+	prepare_or_die(mon, "reading", sql, 0);
+
+	memset(&sh, 0, sizeof(sh));
+	pthread_mutex_init(&sh.lock, NULL);
+	start_workers(w, th, workers, argv, batch, 0, &sh,
+				  listener ? listen_worker : pull_worker);
+	pthread_barrier_wait(&start_barrier);
+	start = now_ms();
+	take_reading(mon, &sh, start, &prev);
+	at[0] = prev;
+
+	for (k = 1; k * SAMPLE_SECONDS <= total; k++)
+	{
+		int			t = k * SAMPLE_SECONDS;
+		int			phase;
+		long		claims;
+		double		p50;
+		double		p99;
+		double		dt;
+
+		sleep_until(start + t * 1000.0);
+		take_reading(mon, &sh, start, &cur);
+		pthread_mutex_lock(&sh.lock);
+		phase = sh.phase;
+		claims = sh.interval.n;
+		p50 = latencies_quantile(&sh.interval, 0.50);
+		p99 = latencies_quantile(&sh.interval, 0.99);
+		sh.interval.n = 0;
+		pthread_mutex_unlock(&sh.lock);
+		dt = cur.t - prev.t;
+		fprintf(csv, "%s,%d,%s,%.0f,%.0f,%ld,%ld,%s,%s,%lld\n", system, t,
+				phase_names[phase], (cur.produced - prev.produced) / dt,
+				(cur.consumed - prev.consumed) / dt, cur.produced - cur.consumed,
+				claims, fmt_ms(p50, b1, sizeof(b1)), fmt_ms(p99, b2, sizeof(b2)),
+				cur.size);
+		fflush(csv);
+		prev = cur;
+
+		if (t == seconds[PHASE_CLEAN])
+		{
+			/* a snapshot of another table, held: the xmin horizon stops here */
+			at[PHASE_HELD] = cur;
+			exec_ok(hold, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+			exec_ok(hold, "SELECT count(*) FROM public.bench_unrelated");
+			pthread_mutex_lock(&sh.lock);
+			sh.phase = PHASE_HELD;
+			pthread_mutex_unlock(&sh.lock);
+		}
+		else if (t == seconds[PHASE_CLEAN] + seconds[PHASE_HELD])
+		{
+			at[PHASE_RECOVERY] = cur;
+			exec_ok(hold, "COMMIT");
+			pthread_mutex_lock(&sh.lock);
+			sh.phase = PHASE_RECOVERY;
+			pthread_mutex_unlock(&sh.lock);
+		}
+	}
+	at[NUM_PHASES] = prev;
+	__atomic_store_n(&sh.stop, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < workers; i++)
+		pthread_join(th[i], NULL);
+	fclose(csv);
+	PQfinish(hold);
+	PQfinish(mon);
+	failed = report_errors(w, workers);
+
+	/* per phase: offered and consumed per second, claim latency */
+	printf("w8 system=%s", system);
+	for (i = 0; i < NUM_PHASES; i++)
+	{
+		double		dt = at[i + 1].t - at[i].t;
+
+		printf(" offered_%s=%.0f consumed_%s=%.0f p50_%s=%s p99_%s=%s",
+			   phase_names[i], (at[i + 1].produced - at[i].produced) / dt,
+			   phase_names[i], (at[i + 1].consumed - at[i].consumed) / dt,
+			   phase_names[i], fmt_ms(latencies_quantile(&sh.phases[i], 0.50), b1, sizeof(b1)),
+			   phase_names[i], fmt_ms(latencies_quantile(&sh.phases[i], 0.99), b2, sizeof(b2)));
+	}
+	{
+		Reading    *h = &at[PHASE_HELD];
+		Reading    *r = &at[PHASE_RECOVERY];
+		long		produced = r->produced - h->produced;
+		long		backlog = r->produced - r->consumed;
+
+		printf(" held_ratio=%.3f backlog_release=%ld backlog_release_s=%.1f backlog_end=%ld"
+			   " size_hold=%lld size_release=%lld size_growth=%lld\n",
+			   produced > 0 ? (double) (r->consumed - h->consumed) / produced : 0,
+			   backlog, produced > 0 ? backlog / (produced / (r->t - h->t)) : 0,
+			   at[NUM_PHASES].produced - at[NUM_PHASES].consumed,
+			   h->size, r->size, r->size - h->size);
+	}
+	return failed;
+}
+
 /* Dispatch to the subcommand. */
 int
 main(int argc, char **argv)
@@ -591,6 +1008,8 @@ main(int argc, char **argv)
 		return cmd_notify(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "listen") == 0)
 		return cmd_listen(argc, argv);
-	fprintf(stderr, "usage: driver pull|notify|listen ...\n");
+	if (argc >= 2 && strcmp(argv[1], "w8") == 0)
+		return cmd_w8(argc, argv);
+	fprintf(stderr, "usage: driver pull|notify|listen|w8 ...\n");
 	return 2;
 }

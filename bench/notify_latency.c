@@ -39,15 +39,6 @@ exec_ok(PGconn *conn, const char *sql)
 	PQclear(res);
 }
 
-static int
-cmp_double(const void *a, const void *b)
-{
-	double		x = *(const double *) a;
-	double		y = *(const double *) b;
-
-	return (x > y) - (x < y);
-}
-
 /* Collect the notifications that arrived; returns how many were new. */
 static int
 drain_notifications(PGconn *listener, const double *sent, double *latency,

@@ -22,10 +22,11 @@
 --                    FOR UPDATE SKIP LOCKED)
 --     RETURNING id, topic, event_type, payload, created_at, attempts
 --
---   complete (one UPDATE per message, each committed on its own, right
---   after that message was handled):
+--   complete (one UPDATE for the whole batch, committed on its own, once
+--   the batch was handled):
 --     UPDATE plain.message SET delivered_at = now(), leased_until = NULL
---      WHERE id = $1 AND lease_owner = $2
+--      WHERE id = ANY ($1::uuid[]) AND lease_owner = $2
+--        AND delivered_at IS NULL
 
 CREATE SCHEMA plain;
 

@@ -8,12 +8,18 @@
 --   plain    bench/plain.sql
 --   pgq      PgQ (postgresql-15-pgq3), business table in schema pgqapp
 --   krizaka  the extension, business table in schema krizaka
+--
+-- public.bench_unrelated is the table W8's long transaction reads: a
+-- snapshot taken of a table that has nothing to do with any queue.
 
 \set ON_ERROR_STOP on
 SET client_min_messages = warning;
 
 CREATE EXTENSION krizaka_outbox;
 CREATE EXTENSION pgq;
+
+CREATE TABLE public.bench_unrelated (id integer PRIMARY KEY, note text NOT NULL);
+INSERT INTO public.bench_unrelated SELECT g, 'report row ' || g FROM generate_series(1, 1000) g;
 
 -- the ~200-byte message body every system carries
 CREATE FUNCTION public.bench_payload(order_id bigint, customer_id integer,

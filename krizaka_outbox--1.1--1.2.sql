@@ -52,10 +52,12 @@ DROP INDEX outbox.message_leased_idx;
  * (an overload would make every call without a key ambiguous) and get
  * every privilege the old ones had.
  */
-ALTER TABLE outbox.message ADD COLUMN ordering_key text;
+ALTER TABLE outbox.message ADD COLUMN ordering_key text COLLATE pg_catalog."C";
 
 CREATE INDEX message_key_idx ON outbox.message (topic, ordering_key, seq)
     WHERE ordering_key IS NOT NULL;
+CREATE INDEX message_key_deferred_idx ON outbox.message (topic, ordering_key, seq)
+    WHERE deferred AND ordering_key IS NOT NULL AND delivered_at IS NULL AND dead_at IS NULL;
 
 CREATE FUNCTION outbox.append(
     topic text,

@@ -27,6 +27,10 @@ CREATE SCHEMA outbox;
  * old versions (src/outbox_stream.c).  deferred marks the messages that are
  * not read from the stream but by their available_at: appended with an
  * available_at, failed and waiting for their retry, or revived.
+ *
+ * ordering_key compares byte by byte (collation "C"): a key is an
+ * identifier, and claims compare keys in message_key_idx for every keyed
+ * candidate.
  */
 CREATE SEQUENCE outbox.message_seq;
 
@@ -45,7 +49,7 @@ CREATE TABLE outbox.message (
     last_error    text,
     seq           bigint      NOT NULL DEFAULT pg_catalog.nextval('outbox.message_seq'::pg_catalog.regclass),
     deferred      boolean     NOT NULL DEFAULT false,
-    ordering_key  text,
+    ordering_key  text        COLLATE pg_catalog."C",
     CONSTRAINT message_pkey PRIMARY KEY (id)
 ) WITH (
     fillfactor = 70,
@@ -84,12 +88,14 @@ CREATE INDEX message_deferred_idx ON outbox.message (topic, available_at, id)
     WHERE deferred AND delivered_at IS NULL AND dead_at IS NULL;
 
 /*
- * The messages of each ordering key in stream order: a claim hands out a
- * keyed message only when the message before it of the same key is
- * delivered or dead, one step back in this index.
+ * The messages of each ordering key in stream order, and the deferred ones
+ * still pending: a claim hands out a keyed message only when no message
+ * before it of the same key is pending.
  */
 CREATE INDEX message_key_idx ON outbox.message (topic, ordering_key, seq)
     WHERE ordering_key IS NOT NULL;
+CREATE INDEX message_key_deferred_idx ON outbox.message (topic, ordering_key, seq)
+    WHERE deferred AND ordering_key IS NOT NULL AND delivered_at IS NULL AND dead_at IS NULL;
 
 COMMENT ON TABLE outbox.message IS
     'Outbox messages: appended in the writer''s transaction, delivered at least once after commit.';

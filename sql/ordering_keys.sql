@@ -46,6 +46,23 @@ SELECT payload->>'n' AS n FROM outbox.claim('w', 'd');
 SELECT payload->>'n' AS n, dead_at IS NOT NULL AS dead, delivered_at IS NOT NULL AS delivered
   FROM outbox.message ORDER BY seq;
 
+-- reviving the dead head makes the rest of its key not yet handed out wait
+-- for it again: 3 comes only after the revived 1
+SELECT regress.reset();
+SELECT outbox.append('r', 'evt.r.v1', jsonb_build_object('n', n), regress.id(n), NULL, 'order:7')
+  FROM generate_series(1, 3) n ORDER BY n;
+SET outbox.max_attempts = 1;
+SELECT payload->>'n' AS n FROM outbox.claim('w', 'r');
+SELECT outbox.fail(regress.id(1), 'w', 'poison');
+RESET outbox.max_attempts;
+SELECT payload->>'n' AS n FROM outbox.claim('w', 'r');
+SELECT outbox.complete(regress.id(2), 'w');
+SELECT outbox.retry_dead(regress.id(1));
+SELECT payload->>'n' AS n, deferred FROM outbox.claim('w', 'r');
+SELECT count(*) AS while_revived_is_leased FROM outbox.claim('w', 'r');
+SELECT outbox.complete(regress.id(1), 'w');
+SELECT payload->>'n' AS n FROM outbox.claim('w', 'r');
+
 -- append_batch: one key for the whole batch, handed out one by one in order
 SELECT regress.reset();
 SELECT count(*) FROM outbox.append_batch('b', 'evt.b.v1', ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}']::jsonb[], 'cart:5');

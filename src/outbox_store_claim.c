@@ -107,11 +107,16 @@ static SavedStatement stmt_dead_mark_any = {
 	"m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6"
 
 /*
- * The claim's UPDATE, up to its candidates.
+ * The claim's UPDATE, up to its candidates, which are identified by column
+ * col: their id, or where the candidates were locked in the same statement,
+ * their ctid, which saves a descent of the primary key per row.  A locked
+ * row cannot move, and a row a concurrent transaction moved (committed
+ * after this statement's snapshot) is left out by the TID scan instead of
+ * being followed; the next claim takes it, if it is still due.
  *
  * $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts
  */
-#define CLAIM_UPDATE \
+#define CLAIM_UPDATE_BY(col) \
 	"claimed AS (UPDATE outbox.message m SET " \
 	" attempts = CASE WHEN " CLAIM_EXPIRED_LAST \
 	"   THEN m.attempts ELSE m.attempts OPERATOR(pg_catalog.+) 1 END," \
@@ -124,7 +129,8 @@ static SavedStatement stmt_dead_mark_any = {
 	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST \
 	"   THEN " LEASE_EXPIRED_ERROR("$6") \
 	"   ELSE m.last_error END " \
-	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+	"WHERE m." col " OPERATOR(pg_catalog.=) ANY (ARRAY("
+#define CLAIM_UPDATE CLAIM_UPDATE_BY("id")
 
 /* A message of alias a is due at $2 (or expired on its last attempt) */
 #define CLAIM_DUE(a) \
@@ -148,6 +154,39 @@ static SavedStatement stmt_dead_mark_any = {
 	" AND k.ordering_key IS NOT NULL AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
 	" ORDER BY k.seq DESC LIMIT 1) p" \
 	" WHERE p.delivered_at IS NULL AND p.dead_at IS NULL))"
+
+/*
+ * The same in a topic's stream, without looking at the message before: a
+ * keyed message of alias a is the head of its key when no message of its
+ * topic and key before it is pending.  Messages before the claim position
+ * $7 are finished or deferred (see outbox_stream.c), so the pending ones
+ * before a are
+ *	- the pending messages of the key between the position and a, found in
+ *	  message_key_idx; usually there is none, and the probe reads no row;
+ *	- the deferred pending messages of the key before a, found in the small
+ *	  message_key_deferred_idx; looked for only when the topic has any
+ *	  (an uncorrelated EXISTS, computed once per claim).
+ * A message revived by retry_dead is deferred: the later messages of its
+ * key that are not yet handed out wait for it again.
+ */
+#define KEY_HEAD_STREAM(a) \
+	" AND (" a ".ordering_key IS NULL OR (NOT EXISTS (" \
+	"SELECT FROM outbox.message k" \
+	" WHERE k.topic OPERATOR(pg_catalog.=) " a ".topic" \
+	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
+	" AND k.ordering_key IS NOT NULL" \
+	" AND k.seq OPERATOR(pg_catalog.>=) $7 AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
+	" AND " STREAM_PENDING("k") ")" \
+	" AND (NOT EXISTS (" \
+	"SELECT FROM outbox.message k" \
+	" WHERE k.deferred AND k.topic OPERATOR(pg_catalog.=) $1" \
+	" AND k.ordering_key IS NOT NULL AND k.delivered_at IS NULL AND k.dead_at IS NULL)" \
+	" OR NOT EXISTS (" \
+	"SELECT FROM outbox.message k" \
+	" WHERE k.deferred AND k.topic OPERATOR(pg_catalog.=) " a ".topic" \
+	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
+	" AND k.ordering_key IS NOT NULL AND k.delivered_at IS NULL AND k.dead_at IS NULL" \
+	" AND k.seq OPERATOR(pg_catalog.<) " a ".seq))))"
 
 /* The claim's end: lock the oldest candidates, return the leased rows */
 #define CLAIM_END \
@@ -245,21 +284,22 @@ static SavedStatement stmt_claim_delivered[2] = {
  * a batch.  Neither walks a message finished before the claim position, so
  * the cost of a claim does not depend on how many old row versions a held
  * snapshot keeps.  Each part locks with SKIP LOCKED, and rows are locked
- * only as the outer LIMIT takes them.
+ * only as the outer LIMIT takes them.  The candidates are handed to the
+ * UPDATE by ctid (see CLAIM_UPDATE_BY).
  */
 #define CLAIM_STREAM_CANDIDATES \
-	" SELECT x.id FROM (" \
-	"  SELECT d.id FROM (SELECT c.id FROM outbox.message c" \
+	" SELECT x.ctid FROM (" \
+	"  SELECT d.ctid FROM (SELECT c.ctid FROM outbox.message c" \
 	"   WHERE c.deferred AND c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c") \
-	KEY_HEAD("c") \
+	KEY_HEAD_STREAM("c") \
 	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
 	"  UNION ALL" \
-	"  SELECT f.id FROM (SELECT c.id FROM outbox.message c" \
+	"  SELECT f.ctid FROM (SELECT c.ctid FROM outbox.message c" \
 	"   WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.>=) $7" \
 	"   AND NOT c.deferred AND " STREAM_PENDING("c") \
 	"   AND c.available_at OPERATOR(pg_catalog.<=) $2" \
 	"   AND (c.leased_until IS NULL OR c.leased_until OPERATOR(pg_catalog.<=) $2)" \
-	KEY_HEAD("c") \
+	KEY_HEAD_STREAM("c") \
 	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
 	" ) x LIMIT $3)) "
 
@@ -268,7 +308,7 @@ static SavedStatement stmt_claim_delivered[2] = {
 
 /* $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts, $7 position */
 static SavedStatement stmt_claim_stream = {
-	"WITH " CLAIM_UPDATE CLAIM_STREAM_CANDIDATES
+	"WITH " CLAIM_UPDATE_BY("ctid") CLAIM_STREAM_CANDIDATES
 	"RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id",
 	SPI_OK_SELECT,
 	CLAIM_STREAM_ARGTYPES
@@ -289,7 +329,7 @@ static SavedStatement stmt_claim_stream_delivered = {
 	" dead_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN $2 END,"
 	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST
 	"   THEN " LEASE_EXPIRED_ERROR("$6") " ELSE m.last_error END "
-	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(" CLAIM_STREAM_CANDIDATES
+	"WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" CLAIM_STREAM_CANDIDATES
 	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts,"
 	" m.leased_until, m.dead_at, m.available_at) "
 	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until,"

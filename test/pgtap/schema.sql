@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(119);
+SELECT plan(121);
 
 -- the extension: version 1.2, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
@@ -86,6 +86,9 @@ INSERT INTO col VALUES
 
 SELECT col_type_is('outbox', tab, col, typ, format('outbox.%s.%s is %s', tab, col, typ))
   FROM col ORDER BY tab, col;
+SELECT is((SELECT c.collname::text FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+            WHERE a.attrelid = 'outbox.message'::regclass AND a.attname = 'ordering_key'),
+          'C', 'outbox.message.ordering_key compares byte by byte (collation "C")');
 SELECT CASE WHEN not_null
             THEN col_not_null('outbox', tab, col, format('outbox.%s.%s is NOT NULL', tab, col))
             ELSE col_is_null('outbox', tab, col, format('outbox.%s.%s may be NULL', tab, col))
@@ -121,8 +124,9 @@ SELECT is_empty($$SELECT relname FROM pg_class
 -- lease, so that a claim's update is a HOT update
 SELECT indexes_are('outbox', 'message', ARRAY['message_pkey', 'message_due_topic_idx',
                                               'message_delivered_idx', 'message_dead_idx',
-                                              'message_stream_idx', 'message_deferred_idx', 'message_key_idx'],
-                   'outbox.message has exactly its seven indexes');
+                                              'message_stream_idx', 'message_deferred_idx', 'message_key_idx',
+                                              'message_key_deferred_idx'],
+                   'outbox.message has exactly its eight indexes');
 SELECT indexes_are('outbox', 'processed', ARRAY['processed_pkey'],
                    'outbox.processed has exactly its primary key index');
 SELECT is(pg_get_indexdef('outbox.message_pkey'::regclass),
@@ -146,6 +150,9 @@ SELECT is(pg_get_indexdef('outbox.message_deferred_idx'::regclass),
 SELECT is(pg_get_indexdef('outbox.message_key_idx'::regclass),
           'CREATE INDEX message_key_idx ON outbox.message USING btree (topic, ordering_key, seq) WHERE (ordering_key IS NOT NULL)',
           'message_key_idx: the messages of each ordering key in stream order');
+SELECT is(pg_get_indexdef('outbox.message_key_deferred_idx'::regclass),
+          'CREATE INDEX message_key_deferred_idx ON outbox.message USING btree (topic, ordering_key, seq) WHERE (deferred AND (ordering_key IS NOT NULL) AND (delivered_at IS NULL) AND (dead_at IS NULL))',
+          'message_key_deferred_idx: the deferred messages of each ordering key not yet finished');
 SELECT is(pg_get_indexdef('outbox.processed_pkey'::regclass),
           'CREATE UNIQUE INDEX processed_pkey ON outbox.processed USING btree (consumer, message_id)',
           'processed_pkey definition');

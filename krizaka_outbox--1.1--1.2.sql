@@ -119,6 +119,51 @@ END
 $do$;
 
 /*
+ * complete_and_claim: complete_many and claim in one call.  Every role that
+ * may call both receives it, with the grant option where it has that on
+ * both, so that an updated database grants what a fresh install plus the
+ * same GRANTs would.
+ */
+CREATE FUNCTION outbox.complete_and_claim(
+    ids uuid[],
+    owner text,
+    topic text DEFAULT NULL,
+    batch_size integer DEFAULT NULL,
+    lease_seconds integer DEFAULT NULL)
+RETURNS SETOF outbox.message
+AS 'MODULE_PATHNAME', 'outbox_complete_and_claim'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.complete_and_claim(uuid[], text, text, integer, integer) IS
+    'Public: complete_many(ids, owner), then claim(owner, topic, batch_size, lease_seconds), in one call and one transaction.';
+
+REVOKE ALL ON FUNCTION outbox.complete_and_claim(uuid[], text, text, integer, integer) FROM PUBLIC;
+
+DO $do$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN
+        SELECT c.grantee, c.is_grantable AND m.is_grantable AS is_grantable
+          FROM pg_catalog.pg_proc pc, pg_catalog.aclexplode(pc.proacl) c,
+               pg_catalog.pg_proc pm, pg_catalog.aclexplode(pm.proacl) m
+         WHERE pc.oid OPERATOR(pg_catalog.=) 'outbox.claim(text, text, integer, integer)'::pg_catalog.regprocedure
+           AND pm.oid OPERATOR(pg_catalog.=) 'outbox.complete_many(uuid[], text)'::pg_catalog.regprocedure
+           AND c.grantee OPERATOR(pg_catalog.=) m.grantee
+           AND c.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+           AND m.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+           AND c.grantee OPERATOR(pg_catalog.<>) pc.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION outbox.complete_and_claim(uuid[], text, text, integer, integer) TO %s%s',
+            CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
+            CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+END
+$do$;
+
+/*
  * topic_stats gains the age of the oldest undelivered message in seconds,
  * as a new last column so that the view keeps its grants.
  */

@@ -184,6 +184,20 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION outbox.complete_many(uuid[], text) IS
     'Public: mark delivered the messages of ids whose lease owner holds. Returns how many were marked.';
 
+CREATE FUNCTION outbox.complete_and_claim(
+    ids uuid[],
+    owner text,
+    topic text DEFAULT NULL,
+    batch_size integer DEFAULT NULL,
+    lease_seconds integer DEFAULT NULL)
+RETURNS SETOF outbox.message
+AS 'MODULE_PATHNAME', 'outbox_complete_and_claim'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.complete_and_claim(uuid[], text, text, integer, integer) IS
+    'Public: complete_many(ids, owner), then claim(owner, topic, batch_size, lease_seconds), in one call and one transaction.';
+
 CREATE FUNCTION outbox.fail(id uuid, owner text, error text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'outbox_fail'

@@ -172,4 +172,35 @@ SELECT v.stmt, regress.err(v.stmt)
                ($$SELECT outbox.complete_many(ARRAY[regress.id(6)], NULL)$$)) AS v(stmt);
 SELECT regress.state() = :'before' AS unchanged;
 
+--
+-- complete_and_claim: complete_many, then claim, in one call
+--
+SELECT regress.reset();
+SELECT count(*) FROM (
+    SELECT outbox.append('cc', 'evt.lease.v1', to_jsonb(n), regress.id(n), '2020-01-01 00:00:00+00'::timestamptz + n * interval '1 s')
+      FROM generate_series(1, 7) AS n) s;
+-- nothing to complete yet: the first call only claims
+SELECT id, attempts, lease_owner FROM outbox.complete_and_claim('{}', 'a', 'cc', 2);
+SELECT id, lease_owner FROM outbox.claim('b', 'cc', 1);
+-- a completes its 1 and 2, not b's 3 nor the unclaimed 4, and leases 4 and 5
+-- (its own completions count as done: 1 and 2 are not claimed again)
+SELECT clock_timestamp() AS t0 \gset
+SELECT id, attempts, lease_owner
+  FROM outbox.complete_and_claim(ARRAY[regress.id(1), regress.id(2), regress.id(3), regress.id(4)], 'a', 'cc', 2);
+SELECT clock_timestamp() AS t1 \gset
+SELECT id, lease_owner, leased_until IS NOT NULL AS leased,
+       delivered_at BETWEEN :'t0' AND :'t1' AS delivered_now
+  FROM outbox.message ORDER BY id;
+-- named arguments, the defaults for the rest: the whole batch of the topic
+SELECT count(*) FROM outbox.complete_and_claim(ids => ARRAY[regress.id(4), regress.id(5)], owner => 'a', topic => 'cc');
+-- bad arguments: nothing completed, nothing claimed
+SELECT regress.state() AS before \gset
+SELECT v.stmt, regress.err(v.stmt)
+  FROM (VALUES ($$SELECT count(*) FROM outbox.complete_and_claim(NULL, 'a', 'cc')$$),
+               ($$SELECT count(*) FROM outbox.complete_and_claim(ARRAY[regress.id(6), NULL], 'a', 'cc')$$),
+               ($$SELECT count(*) FROM outbox.complete_and_claim(ARRAY[regress.id(6)], NULL, 'cc')$$),
+               ($$SELECT count(*) FROM outbox.complete_and_claim(ARRAY[regress.id(6)], 'a', 'cc', 0)$$),
+               ($$SELECT count(*) FROM outbox.complete_and_claim(ARRAY[regress.id(6)], 'a', 'cc', 1, 9)$$)) AS v(stmt);
+SELECT regress.state() = :'before' AS unchanged;
+
 RESET TimeZone;

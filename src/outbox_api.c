@@ -35,6 +35,7 @@ PG_FUNCTION_INFO_V1(outbox_append_batch);
 PG_FUNCTION_INFO_V1(outbox_claim);
 PG_FUNCTION_INFO_V1(outbox_complete);
 PG_FUNCTION_INFO_V1(outbox_complete_many);
+PG_FUNCTION_INFO_V1(outbox_complete_and_claim);
 PG_FUNCTION_INFO_V1(outbox_fail);
 PG_FUNCTION_INFO_V1(outbox_extend);
 PG_FUNCTION_INFO_V1(outbox_retry_dead);
@@ -198,6 +199,39 @@ outbox_complete_many(PG_FUNCTION_ARGS)
 		PG_RETURN_INT32(0);
 
 	PG_RETURN_INT32((int32) StoreCompleteMany(ids, owner, now));
+}
+
+/*
+ * outbox.complete_and_claim(ids, owner, topic, batch_size, lease_seconds)
+ * returns setof outbox.message
+ *
+ * complete_many(ids, owner), then claim(owner, topic, batch_size,
+ * lease_seconds), in one call: a pull worker's loop commits once per batch
+ * instead of twice.  Every argument is checked before anything changes.
+ * The claim reads this transaction's completions as done.
+ */
+Datum
+outbox_complete_and_claim(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ClaimRequest req;
+	ArrayType  *ids;
+	int			n;
+
+	req.now = GetCurrentTimestamp();
+	ids = CheckArray(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "ids", UUIDOID, &n);
+	req.owner = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "owner");
+	req.topic = PG_ARGISNULL(2) ? NULL :
+		CheckName(PG_GETARG_DATUM(2), false, "topic");
+	req.batch_size = CheckBatchSize(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
+	req.lease_seconds = CheckLeaseSeconds(PG_GETARG_DATUM(4), PG_ARGISNULL(4));
+	req.max_attempts = outbox_max_attempts;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (n > 0)
+		(void) StoreCompleteMany(ids, req.owner, req.now);
+	StoreClaimToTuplestore(&req, rsinfo->setDesc, rsinfo->setResult);
+	PG_RETURN_NULL();
 }
 
 /* outbox.fail(id, owner, error) returns boolean */

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(254);
+SELECT plan(268);
 
 CREATE TEMP TABLE fn (
     name name,
@@ -34,6 +34,9 @@ INSERT INTO fn VALUES
     ('complete_many', '{uuid[],text}',
      'ids uuid[], owner text',
      'integer', true, true, 'volatile', 'u', 2),
+    ('complete_and_claim', '{uuid[],text,text,integer,integer}',
+     'ids uuid[], owner text, topic text DEFAULT NULL::text, batch_size integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer',
+     'setof outbox.message', true, true, 'volatile', 'u', 2),
     ('fail', '{uuid,text,text}',
      'id uuid, owner text, error text',
      'boolean', true, true, 'volatile', 'u', 3),

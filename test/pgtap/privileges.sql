@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(188);
+SELECT plan(194);
 
 --
 -- nothing for PUBLIC: not the schema, not the tables, not one function
@@ -54,6 +54,7 @@ GRANT EXECUTE ON FUNCTION outbox.claim(text, text, integer, integer),
                           outbox.extend(uuid, text, integer),
                           outbox.complete(uuid, text),
                           outbox.complete_many(uuid[], text),
+                          outbox.complete_and_claim(uuid[], text, text, integer, integer),
                           outbox.fail(uuid, text, text),
                           outbox.envelope(outbox.message),
                           outbox.envelope_by_id(uuid)
@@ -97,6 +98,7 @@ INSERT INTO recipe VALUES
     ('extend', '{uuid,text,integer}', 'outbox_test_worker'),
     ('complete', '{uuid,text}', 'outbox_test_worker'),
     ('complete_many', '{uuid[],text}', 'outbox_test_worker'),
+    ('complete_and_claim', '{uuid[],text,text,integer,integer}', 'outbox_test_worker'),
     ('fail', '{uuid,text,text}', 'outbox_test_worker'),
     ('envelope', '{outbox.message}', 'outbox_test_worker'),
     ('envelope_by_id', '{uuid}', 'outbox_test_worker'),
@@ -179,6 +181,7 @@ SELECT is(pg_temp.as_role('outbox_test_worker', v.stmt), 'ok', 'worker: ' || v.w
                ('extend', $$SELECT outbox.extend('00000000-0000-7000-8000-000000000011', 'worker', 30)$$),
                ('complete', $$SELECT outbox.complete('00000000-0000-7000-8000-000000000011', 'worker')$$),
                ('complete_many', $$SELECT outbox.complete_many(ARRAY['00000000-0000-7000-8000-000000000011'::uuid], 'worker')$$),
+               ('complete_and_claim', $$SELECT count(*) FROM outbox.complete_and_claim(ARRAY['00000000-0000-7000-8000-000000000011'::uuid], 'worker', 'w', 1)$$),
                ('fail', $$SELECT outbox.fail('00000000-0000-7000-8000-000000000012', 'worker', 'boom')$$),
                ('envelope_by_id', $$SELECT outbox.envelope_by_id('00000000-0000-7000-8000-000000000011')$$)) AS v(what, stmt);
 SELECT is((SELECT count(*) FROM outbox.message WHERE lease_owner = 'worker'), 2::bigint,

@@ -306,30 +306,50 @@ ids_literal(PGresult *res, char *buf)
 	*p = '\0';
 }
 
+/* How a claim loop learns how many messages its "complete" completed */
+typedef enum Completion
+{
+	COMPLETE_ROW_COUNT,			/* the complete statement's row count */
+	COMPLETE_RESULT,			/* its result */
+	COMPLETE_IN_CLAIM			/* no complete statement: the next claim
+								 * completes the batch (complete_and_claim) */
+} Completion;
+
 /*
  * A claim-and-complete loop: the claim statement (prepared as "claim",
- * parameters owner, topic, batch size), then the "complete" statement with
- * the ids of the batch and the owner; the count of messages completed is
- * the command's row count (plain) or its result (krizaka).
+ * parameters owner, topic, batch size, and with COMPLETE_IN_CLAIM the ids
+ * of the batch before), then the "complete" statement with the ids of the
+ * batch and the owner.  With COMPLETE_IN_CLAIM a batch counts as done when
+ * the claim that completes it returns; a pull run checks at its end that
+ * nothing is left undelivered.
  */
 static void
-claim_loop(PGconn *conn, Worker *w, const char *owner, int count_in_result)
+claim_loop(PGconn *conn, Worker *w, const char *owner, Completion how)
 {
 	char		batch[16];
 	char	   *ids = malloc((size_t) w->batch * 40 + 3);
+	long		held = 0;		/* messages the previous claim leased */
 
+	strcpy(ids, "{}");
 	snprintf(batch, sizeof(batch), "%d", w->batch);
 	pthread_barrier_wait(&start_barrier);
 	while (!stopped(w))
 	{
-		const char *claim[3] = {owner, w->topic, batch};
+		const char *claim[4] = {owner, w->topic, batch, ids};
 		const char *complete[2] = {ids, owner};
 		PGresult   *res;
 		double		start = now_ms();
 
-		if ((res = run_prepared(conn, w, "claim", 3, claim)) == NULL)
+		if ((res = run_prepared(conn, w, "claim", how == COMPLETE_IN_CLAIM ? 4 : 3,
+								claim)) == NULL)
 			break;
 		note_claim(w, start);
+		if (how == COMPLETE_IN_CLAIM)
+		{
+			note_done(w, held);
+			held = PQntuples(res);
+			strcpy(ids, "{}");
+		}
 		if (PQntuples(res) == 0)
 		{
 			PQclear(res);
@@ -339,10 +359,12 @@ claim_loop(PGconn *conn, Worker *w, const char *owner, int count_in_result)
 		}
 		ids_literal(res, ids);
 		PQclear(res);
+		if (how == COMPLETE_IN_CLAIM)
+			continue;
 
 		if ((res = run_prepared(conn, w, "complete", 2, complete)) == NULL)
 			break;
-		note_done(w, atol(count_in_result ? PQgetvalue(res, 0, 0) : PQcmdTuples(res)));
+		note_done(w, atol(how == COMPLETE_RESULT ? PQgetvalue(res, 0, 0) : PQcmdTuples(res)));
 		PQclear(res);
 	}
 	free(ids);
@@ -371,22 +393,34 @@ pull_plain(PGconn *conn, Worker *w)
 				   "UPDATE plain.message SET delivered_at = now(), leased_until = NULL "
 				   "WHERE id = ANY ($1::uuid[]) AND lease_owner = $2"
 				   " AND delivered_at IS NULL", 2);
-	claim_loop(conn, w, owner, 0);
+	claim_loop(conn, w, owner, COMPLETE_ROW_COUNT);
 }
 
-/* krizaka: outbox.claim, then outbox.complete_many of the whole batch. */
+/*
+ * krizaka: outbox.complete_and_claim, which completes the batch before
+ * and claims the next in one call; krizaka2: outbox.claim, then
+ * outbox.complete_many of the whole batch.
+ */
 static void
 pull_krizaka(PGconn *conn, Worker *w)
 {
 	char		owner[32];
 
 	snprintf(owner, sizeof(owner), "krizaka-%d", w->no);
+	if (strcmp(w->system, "krizaka2") == 0)
+	{
+		prepare_or_die(conn, "claim",
+					   "SELECT id, topic, event_type, payload, created_at, attempts "
+					   "FROM outbox.claim($1, $2, $3)", 3);
+		prepare_or_die(conn, "complete",
+					   "SELECT outbox.complete_many($1::uuid[], $2)", 2);
+		claim_loop(conn, w, owner, COMPLETE_RESULT);
+		return;
+	}
 	prepare_or_die(conn, "claim",
 				   "SELECT id, topic, event_type, payload, created_at, attempts "
-				   "FROM outbox.claim($1, $2, $3)", 3);
-	prepare_or_die(conn, "complete",
-				   "SELECT outbox.complete_many($1::uuid[], $2)", 2);
-	claim_loop(conn, w, owner, 1);
+				   "FROM outbox.complete_and_claim($4::uuid[], $1, $2, $3)", 4);
+	claim_loop(conn, w, owner, COMPLETE_IN_CLAIM);
 }
 
 /*
@@ -443,6 +477,30 @@ pull_pgq(PGconn *conn, Worker *w)
 	}
 }
 
+/*
+ * How many messages of topic are not delivered: a pull run of krizaka
+ * counts a batch as done when the call that completes it returns, and
+ * checks here that every completion took.
+ */
+static long
+undelivered(const char *conninfo, const char *topic)
+{
+	PGconn	   *conn = connect_or_die(conninfo);
+	const char *params[1] = {topic};
+	PGresult   *res;
+	long		n;
+
+	res = PQexecParams(conn, "SELECT count(*) FROM outbox.message"
+					   " WHERE topic = $1 AND delivered_at IS NULL",
+					   1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die(conn, "counting undelivered messages");
+	n = atol(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	PQfinish(conn);
+	return n;
+}
+
 /* A pull worker thread: connect, prepare, wait for the others, consume. */
 static void *
 pull_worker(void *arg)
@@ -454,7 +512,7 @@ pull_worker(void *arg)
 		pull_floor(conn, w);
 	else if (strcmp(w->system, "plain") == 0)
 		pull_plain(conn, w);
-	else if (strcmp(w->system, "krizaka") == 0)
+	else if (strncmp(w->system, "krizaka", 7) == 0)
 		pull_krizaka(conn, w);
 	else
 		pull_pgq(conn, w);
@@ -529,7 +587,7 @@ cmd_pull(int argc, char **argv)
 
 	if (argc != 8)
 	{
-		fprintf(stderr, "usage: driver pull floor|plain|krizaka|pgq conninfo topic workers batch total\n");
+		fprintf(stderr, "usage: driver pull floor|plain|krizaka|krizaka2|pgq conninfo topic workers batch total\n");
 		return 2;
 	}
 	system = argv[2];
@@ -537,7 +595,8 @@ cmd_pull(int argc, char **argv)
 	batch = atoi(argv[6]);
 	total = atol(argv[7]);
 	if (strcmp(system, "floor") != 0 && strcmp(system, "plain") != 0 &&
-		strcmp(system, "krizaka") != 0 && strcmp(system, "pgq") != 0)
+		strcmp(system, "krizaka") != 0 && strcmp(system, "krizaka2") != 0 &&
+		strcmp(system, "pgq") != 0)
 	{
 		fprintf(stderr, "driver: unknown system \"%s\"\n", system);
 		return 2;
@@ -564,6 +623,11 @@ cmd_pull(int argc, char **argv)
 	if (done != total)
 	{
 		fprintf(stderr, "driver: %ld messages completed, %ld expected\n", done, total);
+		failed = 1;
+	}
+	if (strcmp(system, "krizaka") == 0 && undelivered(argv[3], argv[4]) != 0)
+	{
+		fprintf(stderr, "driver: messages of topic %s left undelivered\n", argv[4]);
 		failed = 1;
 	}
 	return failed;

@@ -109,3 +109,18 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- The same through append, one message at a time, the ordering keys
+-- k0 .. k<keys - 1> in turn.
+CREATE PROCEDURE krizaka.preload_keyed(topic text, n integer, keys integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 0 .. n - 1 LOOP
+        PERFORM outbox.append(topic, 'evt.order.created.v1', public.bench_payload(i, i, 12.50, 3),
+                              ordering_key => 'k' || (i % keys));
+        IF i % 10000 = 9999 THEN
+            COMMIT;
+        END IF;
+    END LOOP;
+END
+$$;

@@ -269,6 +269,7 @@ my %part = (
 		extend => qq{SELECT outbox.extend('$id', 'k', 30)},
 		complete => qq{SELECT outbox.complete('$id', 'k')},
 		complete_many => qq{SELECT outbox.complete_many(ARRAY['$id'::uuid], 'k')},
+		complete_and_claim => qq{SELECT count(*) FROM outbox.complete_and_claim(ARRAY['$id'::uuid], 'k', 'nothing_due')},
 		fail => qq{SELECT outbox.fail('$id', 'k', 'e')},
 		envelope => qq{SELECT outbox.envelope(ROW('$id', 't', 'e', '{}', now(), now(), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::outbox.message)},
 	},

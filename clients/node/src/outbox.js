@@ -21,6 +21,7 @@ import { isPool, toQuery, transactionStatus } from "./query.js";
  * @property {unknown} payload any JSON value (null included, undefined not)
  * @property {string} [id] makes the append idempotent: the same fact twice is one message
  * @property {Date} [availableAt] not claimable before this
+ * @property {string} [orderingKey] delivered in order with the other messages of its topic and key (extension 1.2)
  */
 
 /**
@@ -61,13 +62,20 @@ export async function append(tx, input) {
   if (status === "E") {
     throw new Error("append: the transaction has failed; roll it back first");
   }
-  const { topic, type, payload, id, availableAt } = input;
+  const { topic, type, payload, id, availableAt, orderingKey } = input;
   if (availableAt !== undefined && !(availableAt instanceof Date)) {
     throw new TypeError("availableAt must be a Date");
   }
+  if (orderingKey !== undefined && typeof orderingKey !== "string") {
+    throw new TypeError("orderingKey must be a string");
+  }
+  const params = [topic, type, payloadText(payload), id ?? null, availableAt ?? null];
+  // without a key, the call that versions before 1.2 have too
   const { rows } = await toQuery(tx, "append's tx")(
-    "SELECT outbox.append($1, $2, $3::jsonb, $4::uuid, $5::timestamptz) AS id",
-    [topic, type, payloadText(payload), id ?? null, availableAt ?? null],
+    orderingKey === undefined
+      ? "SELECT outbox.append($1, $2, $3::jsonb, $4::uuid, $5::timestamptz) AS id"
+      : "SELECT outbox.append($1, $2, $3::jsonb, $4::uuid, $5::timestamptz, ordering_key => $6) AS id",
+    orderingKey === undefined ? params : [...params, orderingKey],
   );
   return rows[0].id;
 }

@@ -129,6 +129,31 @@ describe("append", { timeout: 30000 }, () => {
     assert.equal((await row(ids[3])).available_at.getTime(), later.getTime());
   });
 
+  it("passes an ordering key, and none when not given", async () => {
+    const ids = await inTransaction(writer, "COMMIT", async (client) => [
+      await append(client, { topic: "keyed", type: "evt.t.v1", payload: {}, orderingKey: "account:7" }),
+      await append(client, { topic: "keyed", type: "evt.t.v1", payload: {} }),
+    ]);
+    const { rows } = await db.admin.query(
+      "SELECT id, ordering_key FROM outbox.message WHERE id = ANY ($1::uuid[]) ORDER BY seq",
+      [ids],
+    );
+    assert.deepEqual(rows, [
+      { id: ids[0], ordering_key: "account:7" },
+      { id: ids[1], ordering_key: null },
+    ]);
+    await assert.rejects(
+      inTransaction(writer, "COMMIT", (client) =>
+        append(client, { topic: "keyed", type: "evt.t.v1", payload: {}, orderingKey: /** @type {any} */ (7) }),
+      ),
+      TypeError,
+    );
+    await assert.rejects(
+      inTransaction(writer, "COMMIT", (client) => append(client, { topic: "keyed", type: "evt.t.v1", payload: {}, orderingKey: "" })),
+      { code: "22023" },
+    );
+  });
+
   it("refuses what is not JSON, and bad names with the extension's SQLSTATE", async () => {
     await assert.rejects(
       inTransaction(writer, "COMMIT", (client) => append(client, { topic: "credits", type: "evt.t.v1", payload: undefined })),

@@ -46,6 +46,8 @@ PG_FUNCTION_INFO_V1(outbox_envelope);
 PG_FUNCTION_INFO_V1(outbox_envelope_by_id);
 
 static text *obx_ordering_key(FunctionCallInfo fcinfo, int argno);
+static void obx_claim_request(FunctionCallInfo fcinfo, int argno,
+							  ClaimRequest *req);
 
 /*
  * The ordering key of an append: argument argno, checked as a name; NULL
@@ -151,6 +153,24 @@ outbox_append_batch(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The claim of a call whose arguments from argno on are claim's: owner,
+ * topic, batch_size, lease_seconds, each checked; now is taken here.
+ */
+static void
+obx_claim_request(FunctionCallInfo fcinfo, int argno, ClaimRequest *req)
+{
+	req->now = GetCurrentTimestamp();
+	req->owner = CheckName(PG_GETARG_DATUM(argno), PG_ARGISNULL(argno), "owner");
+	req->topic = PG_ARGISNULL(argno + 1) ? NULL :
+		CheckName(PG_GETARG_DATUM(argno + 1), false, "topic");
+	req->batch_size = CheckBatchSize(PG_GETARG_DATUM(argno + 2),
+									 PG_ARGISNULL(argno + 2));
+	req->lease_seconds = CheckLeaseSeconds(PG_GETARG_DATUM(argno + 3),
+										   PG_ARGISNULL(argno + 3));
+	req->max_attempts = outbox_max_attempts;
+}
+
+/*
  * outbox.claim(owner, topic, batch_size, lease_seconds) returns setof
  * outbox.message
  */
@@ -160,14 +180,7 @@ outbox_claim(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ClaimRequest req;
 
-	req.now = GetCurrentTimestamp();
-	req.owner = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "owner");
-	req.topic = PG_ARGISNULL(1) ? NULL :
-		CheckName(PG_GETARG_DATUM(1), false, "topic");
-	req.batch_size = CheckBatchSize(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
-	req.lease_seconds = CheckLeaseSeconds(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
-	req.max_attempts = outbox_max_attempts;
-
+	obx_claim_request(fcinfo, 0, &req);
 	InitMaterializedSRF(fcinfo, 0);
 	StoreClaimToTuplestore(&req, rsinfo->setDesc, rsinfo->setResult);
 	PG_RETURN_NULL();
@@ -218,15 +231,8 @@ outbox_complete_and_claim(PG_FUNCTION_ARGS)
 	ArrayType  *ids;
 	int			n;
 
-	req.now = GetCurrentTimestamp();
 	ids = CheckArray(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "ids", UUIDOID, &n);
-	req.owner = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "owner");
-	req.topic = PG_ARGISNULL(2) ? NULL :
-		CheckName(PG_GETARG_DATUM(2), false, "topic");
-	req.batch_size = CheckBatchSize(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
-	req.lease_seconds = CheckLeaseSeconds(PG_GETARG_DATUM(4), PG_ARGISNULL(4));
-	req.max_attempts = outbox_max_attempts;
-
+	obx_claim_request(fcinfo, 1, &req);
 	InitMaterializedSRF(fcinfo, 0);
 	if (n > 0)
 		(void) StoreCompleteMany(ids, req.owner, req.now);

@@ -35,7 +35,7 @@ ALTER TABLE outbox.message
 
 CREATE INDEX message_stream_idx ON outbox.message (topic, seq);
 CREATE INDEX message_deferred_idx ON outbox.message (topic, available_at, id)
-    WHERE deferred AND delivered_at IS NULL AND dead_at IS NULL;
+    WHERE deferred AND dead_at IS NULL;
 
 SELECT pg_catalog.pg_extension_config_dump('outbox.message_seq', '');
 
@@ -45,6 +45,15 @@ SELECT pg_catalog.pg_extension_config_dump('outbox.message_seq', '');
  * message stays on its page with no new index entry (a HOT update).
  */
 DROP INDEX outbox.message_leased_idx;
+
+/*
+ * No index holds delivered_at either, so that a completion is a HOT update
+ * too: claims read the stream, not the pending messages of the due index,
+ * and purge reads the messages by age (see krizaka_outbox--1.2.sql).
+ */
+DROP INDEX outbox.message_due_topic_idx;
+DROP INDEX outbox.message_delivered_idx;
+CREATE INDEX message_created_idx ON outbox.message (created_at);
 
 /*
  * Ordering keys: a column, its index, and append and append_batch with a
@@ -57,7 +66,7 @@ ALTER TABLE outbox.message ADD COLUMN ordering_key text COLLATE pg_catalog."C";
 CREATE INDEX message_key_idx ON outbox.message (topic, ordering_key, seq)
     WHERE ordering_key IS NOT NULL;
 CREATE INDEX message_key_deferred_idx ON outbox.message (topic, ordering_key, seq)
-    WHERE deferred AND ordering_key IS NOT NULL AND delivered_at IS NULL AND dead_at IS NULL;
+    WHERE deferred AND ordering_key IS NOT NULL AND dead_at IS NULL;
 
 CREATE FUNCTION outbox.append(
     topic text,
@@ -165,55 +174,48 @@ $do$;
 
 /*
  * topic_stats gains the age of the oldest undelivered message in seconds,
- * as a new last column so that the view keeps its grants.
+ * as a new last column so that the view keeps its grants, and reads the
+ * table in one pass (the indexes of delivered and pending messages are
+ * gone).
  */
 CREATE OR REPLACE VIEW outbox.topic_stats AS
-WITH pending AS (
+WITH counts AS (
     SELECT m.topic,
            pg_catalog.count(*) FILTER (
-               WHERE m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
                  AND (m.leased_until IS NULL
                       OR m.leased_until OPERATOR(pg_catalog.<=) pg_catalog.now())) AS due,
            pg_catalog.count(*) FILTER (
-               WHERE m.available_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS delayed,
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS delayed,
            pg_catalog.count(*) FILTER (
-               WHERE m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
                  AND m.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()) AS leased,
-           pg_catalog.min(m.created_at) AS oldest_created_at
+           pg_catalog.count(*) FILTER (WHERE m.dead_at IS NOT NULL) AS dead,
+           pg_catalog.count(*) FILTER (WHERE m.delivered_at IS NOT NULL) AS delivered,
+           pg_catalog.min(m.created_at) FILTER (
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL) AS oldest_created_at
       FROM outbox.message m
-     WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
-     GROUP BY m.topic
-), dead AS (
-    SELECT m.topic, pg_catalog.count(*) AS dead
-      FROM outbox.message m
-     WHERE m.dead_at IS NOT NULL
-     GROUP BY m.topic
-), delivered AS (
-    SELECT m.topic, pg_catalog.count(*) AS delivered
-      FROM outbox.message m
-     WHERE m.delivered_at IS NOT NULL
      GROUP BY m.topic
 )
-SELECT t.topic,
-       COALESCE(p.due, 0) AS due,
-       COALESCE(p.delayed, 0) AS delayed,
-       COALESCE(p.leased, 0) AS leased,
-       COALESCE(d.dead, 0) AS dead,
-       COALESCE(v.delivered, 0) AS delivered,
-       CASE WHEN pg_catalog.isfinite(p.oldest_created_at)
-            THEN pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_created_at
+SELECT c.topic,
+       c.due,
+       c.delayed,
+       c.leased,
+       c.dead,
+       c.delivered,
+       CASE WHEN pg_catalog.isfinite(c.oldest_created_at)
+            THEN pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest_created_at
        END AS oldest_undelivered_age,
        r.paused_until,
-       CASE WHEN pg_catalog.isfinite(p.oldest_created_at)
+       CASE WHEN pg_catalog.isfinite(c.oldest_created_at)
             THEN pg_catalog.date_part('epoch',
-                     pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_created_at)
+                     pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest_created_at)
        END AS oldest_undelivered_age_seconds
-  FROM (SELECT topic FROM pending UNION SELECT topic FROM dead
-        UNION SELECT topic FROM delivered) t
-  LEFT JOIN pending p ON p.topic OPERATOR(pg_catalog.=) t.topic
-  LEFT JOIN dead d ON d.topic OPERATOR(pg_catalog.=) t.topic
-  LEFT JOIN delivered v ON v.topic OPERATOR(pg_catalog.=) t.topic
-  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) t.topic;
+  FROM counts c
+  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) c.topic;
 
 COMMENT ON VIEW outbox.topic_stats IS
     'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, the pause of its route, and that age in seconds.';

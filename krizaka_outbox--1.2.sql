@@ -60,42 +60,43 @@ CREATE TABLE outbox.message (
 );
 
 /*
- * The due index holds only messages that are neither delivered nor dead, so
- * the cost of claim does not grow with the history kept until purge.  It
- * gives a topic's claim order (available_at, id) directly; a claim across
- * all topics merges the topics' orders (see outbox_store.c) rather than pay
- * for a second index on every append.
- */
-CREATE INDEX message_due_topic_idx ON outbox.message (topic, available_at, id)
-    WHERE delivered_at IS NULL AND dead_at IS NULL;
-
-/*
- * Delivered and dead messages have partial indexes of their own, so that
- * purge and topic_stats read the finished rows, and only those, without
- * touching the table (topic is included for an index-only count).
- */
-CREATE INDEX message_delivered_idx ON outbox.message (delivered_at) INCLUDE (topic)
-    WHERE delivered_at IS NOT NULL;
-CREATE INDEX message_dead_idx ON outbox.message (dead_at) INCLUDE (topic)
-    WHERE dead_at IS NOT NULL;
-
-/*
- * The stream of each topic, and the deferred messages of each topic in
- * the order they become due.
+ * The stream of each topic: claims read a topic's fresh messages from its
+ * claim position (src/outbox_stream.c), and a claim across all topics
+ * finds the topics by skipping through it.
  */
 CREATE INDEX message_stream_idx ON outbox.message (topic, seq);
+
+/*
+ * The deferred messages of each topic in the order they become due.  The
+ * predicate does not name delivered_at, and no index holds delivered_at or
+ * leased_until: so a claim and a completion change no indexed column, and
+ * both are HOT updates that write no index entry whenever the page has
+ * room.  Completion sets deferred to false (a change only for a message
+ * that was deferred), so delivered messages leave this index.
+ */
 CREATE INDEX message_deferred_idx ON outbox.message (topic, available_at, id)
-    WHERE deferred AND delivered_at IS NULL AND dead_at IS NULL;
+    WHERE deferred AND dead_at IS NULL;
 
 /*
  * The messages of each ordering key in stream order, and the deferred ones
- * still pending: a claim hands out a keyed message only when no message
+ * of each key: a claim hands out a keyed message only when no message
  * before it of the same key is pending.
  */
 CREATE INDEX message_key_idx ON outbox.message (topic, ordering_key, seq)
     WHERE ordering_key IS NOT NULL;
 CREATE INDEX message_key_deferred_idx ON outbox.message (topic, ordering_key, seq)
-    WHERE deferred AND ordering_key IS NOT NULL AND delivered_at IS NULL AND dead_at IS NULL;
+    WHERE deferred AND ordering_key IS NOT NULL AND dead_at IS NULL;
+
+/*
+ * Purge reads the messages by age: a message is delivered or dead after it
+ * was appended, so every message finished before the purge horizon was
+ * created before it.  Dead messages have an index of their own for
+ * retry_dead_topic and topic_stats (dead_at changes only on failure and
+ * revival, which are rare).
+ */
+CREATE INDEX message_created_idx ON outbox.message (created_at);
+CREATE INDEX message_dead_idx ON outbox.message (dead_at) INCLUDE (topic)
+    WHERE dead_at IS NOT NULL;
 
 COMMENT ON TABLE outbox.message IS
     'Outbox messages: appended in the writer''s transaction, delivered at least once after commit.';
@@ -307,56 +308,48 @@ SELECT pg_catalog.pg_extension_config_dump('outbox.routes', '');
  * available_at in the future), leased, dead and delivered, the age of the
  * oldest message not yet delivered, until when the circuit breaker of the
  * topic's route pauses it, and the age again in seconds (for clients that
- * read an interval as an object, and for monitoring).  Each count reads one
- * partial index.
+ * read an interval as an object, and for monitoring).  One pass over the
+ * table: no index holds the delivered messages (see message_deferred_idx),
+ * and purge keeps the table to the history it is asked to keep.
  */
 CREATE VIEW outbox.topic_stats AS
-WITH pending AS (
+WITH counts AS (
     SELECT m.topic,
            pg_catalog.count(*) FILTER (
-               WHERE m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
                  AND (m.leased_until IS NULL
                       OR m.leased_until OPERATOR(pg_catalog.<=) pg_catalog.now())) AS due,
            pg_catalog.count(*) FILTER (
-               WHERE m.available_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS delayed,
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS delayed,
            pg_catalog.count(*) FILTER (
-               WHERE m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
                  AND m.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()) AS leased,
-           pg_catalog.min(m.created_at) AS oldest_created_at
+           pg_catalog.count(*) FILTER (WHERE m.dead_at IS NOT NULL) AS dead,
+           pg_catalog.count(*) FILTER (WHERE m.delivered_at IS NOT NULL) AS delivered,
+           pg_catalog.min(m.created_at) FILTER (
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL) AS oldest_created_at
       FROM outbox.message m
-     WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
-     GROUP BY m.topic
-), dead AS (
-    SELECT m.topic, pg_catalog.count(*) AS dead
-      FROM outbox.message m
-     WHERE m.dead_at IS NOT NULL
-     GROUP BY m.topic
-), delivered AS (
-    SELECT m.topic, pg_catalog.count(*) AS delivered
-      FROM outbox.message m
-     WHERE m.delivered_at IS NOT NULL
      GROUP BY m.topic
 )
-SELECT t.topic,
-       COALESCE(p.due, 0) AS due,
-       COALESCE(p.delayed, 0) AS delayed,
-       COALESCE(p.leased, 0) AS leased,
-       COALESCE(d.dead, 0) AS dead,
-       COALESCE(v.delivered, 0) AS delivered,
-       CASE WHEN pg_catalog.isfinite(p.oldest_created_at)
-            THEN pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_created_at
+SELECT c.topic,
+       c.due,
+       c.delayed,
+       c.leased,
+       c.dead,
+       c.delivered,
+       CASE WHEN pg_catalog.isfinite(c.oldest_created_at)
+            THEN pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest_created_at
        END AS oldest_undelivered_age,
        r.paused_until,
-       CASE WHEN pg_catalog.isfinite(p.oldest_created_at)
+       CASE WHEN pg_catalog.isfinite(c.oldest_created_at)
             THEN pg_catalog.date_part('epoch',
-                     pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_created_at)
+                     pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest_created_at)
        END AS oldest_undelivered_age_seconds
-  FROM (SELECT topic FROM pending UNION SELECT topic FROM dead
-        UNION SELECT topic FROM delivered) t
-  LEFT JOIN pending p ON p.topic OPERATOR(pg_catalog.=) t.topic
-  LEFT JOIN dead d ON d.topic OPERATOR(pg_catalog.=) t.topic
-  LEFT JOIN delivered v ON v.topic OPERATOR(pg_catalog.=) t.topic
-  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) t.topic;
+  FROM counts c
+  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) c.topic;
 
 COMMENT ON VIEW outbox.topic_stats IS
     'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, the pause of its route, and that age in seconds.';

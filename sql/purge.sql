@@ -115,7 +115,8 @@ SELECT * FROM pg_temp.left_over();
 -- more rows than one chunk
 SELECT regress.reset();
 SELECT count(outbox.append('many', 'evt.purge.v1', to_jsonb(i))) FROM generate_series(1, 2500) AS i;
-UPDATE outbox.message SET delivered_at = clock_timestamp() - interval '30 days'
+UPDATE outbox.message SET created_at = clock_timestamp() - interval '31 days',
+                          delivered_at = clock_timestamp() - interval '30 days'
  WHERE (payload #>> '{}')::int % 5 <> 0;
 SELECT count(*) AS finished FROM outbox.message WHERE delivered_at IS NOT NULL;
 SELECT outbox.purge(NULL, 1500) AS purged;

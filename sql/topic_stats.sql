@@ -124,8 +124,8 @@ SELECT topic, due, delayed, leased FROM outbox.topic_stats
  WHERE topic IN ('only leased', 'only delayed') ORDER BY topic;
 
 --
--- the plan: next to a long history, each part reads its partial index
--- (delivered and dead rows are counted from the index alone)
+-- the plan: one pass over the table, whatever its history (no index holds
+-- the delivered messages, so that completing one is a HOT update)
 --
 SELECT regress.reset();
 INSERT INTO outbox.message (id, topic, event_type, payload, created_at, available_at, attempts,
@@ -136,39 +136,19 @@ SELECT gen_random_uuid(), 'topic ' || (n % 10), 'evt.stats.v1', '{}', now() - in
 INSERT INTO outbox.message (id, topic, event_type, payload)
 SELECT gen_random_uuid(), 'topic ' || (n % 10), 'evt.stats.v1', '{}'
   FROM generate_series(1, 20) AS n;
--- A snapshot older than these rows (an autovacuum worker's ANALYZE, say)
--- would keep VACUUM from marking their pages all-visible, and the plan
--- would not read the indexes alone: wait until no other session of this
--- database holds one.
-DO $$
-BEGIN
-    FOR i IN 1..3000 LOOP
-        PERFORM pg_stat_clear_snapshot();
-        EXIT WHEN NOT EXISTS (
-            SELECT FROM pg_stat_activity
-             WHERE datname = current_database() AND pid <> pg_backend_pid()
-               AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL));
-        PERFORM pg_sleep(0.1);
-    END LOOP;
-END
-$$;
 VACUUM ANALYZE outbox.message;
 
--- How a plan of the view reads outbox.message: the indexes it uses (either
--- of the two due indexes will do) and whether it reads them alone, or
--- "Seq Scan" if it reads the whole table.
+-- How a plan of the view reads outbox.message: one line per scan, the
+-- index it uses, or "Seq Scan" if it reads the whole table.
 CREATE FUNCTION pg_temp.scans() RETURNS SETOF text
 LANGUAGE plpgsql AS $$
 DECLARE
     line text;
 BEGIN
     FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) SELECT * FROM outbox.topic_stats' LOOP
-        line := regexp_replace(line, 'message_due_(topic_)?idx', 'message_due_*');
         IF line ~ 'Seq Scan on message' THEN
             RETURN NEXT 'Seq Scan';
-        ELSIF line ~ 'Index Only Scan using' THEN
-            RETURN NEXT substring(line FROM 'using (\S+)') || ' alone';
-        ELSIF line ~ 'Index Scan using' THEN
+        ELSIF line ~ 'Index (Only )?Scan using \S+ on message' THEN
             RETURN NEXT substring(line FROM 'using (\S+)');
         ELSIF line ~ 'Bitmap Index Scan on' THEN
             RETURN NEXT substring(line FROM 'Scan on (\S+)');
@@ -176,7 +156,7 @@ BEGIN
     END LOOP;
 END
 $$;
-SELECT DISTINCT scan FROM pg_temp.scans() AS scan ORDER BY 1;
+SELECT scan, count(*) FROM pg_temp.scans() AS scan GROUP BY scan ORDER BY 1;
 SELECT sum(due) AS due, sum(dead) AS dead, sum(delivered) AS delivered FROM outbox.topic_stats;
 
 SELECT regress.reset();

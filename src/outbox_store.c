@@ -87,18 +87,23 @@ static SavedStatement stmt_append_batch[2] = {
 	APPEND_BATCH("", ""), APPEND_BATCH(", deferred, ordering_key", ", false, $7")
 };
 
-static SavedStatement stmt_complete = {
-	"UPDATE outbox.message SET delivered_at = $3, leased_until = NULL "
-	"WHERE id OPERATOR(pg_catalog.=) $1 AND " LEASE_HELD_BY_OWNER,
-	SPI_OK_UPDATE,
-	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}
+/*
+ * Completion sets deferred to false in the tables of 1.2, so that a
+ * delivered message leaves the deferred indexes; for a fresh message the
+ * value does not change, and the update stays HOT (no index names
+ * delivered_at or leased_until).
+ */
+#define COMPLETE(v, which, type) { \
+	"UPDATE outbox.message SET delivered_at = $3, leased_until = NULL" v " " \
+	"WHERE id OPERATOR(pg_catalog.=) " which " AND " LEASE_HELD_BY_OWNER, \
+	SPI_OK_UPDATE, \
+	3, {type, TEXTOID, TIMESTAMPTZOID} }
+static SavedStatement stmt_complete[2] = {
+	COMPLETE("", "$1", UUIDOID), COMPLETE(", deferred = false", "$1", UUIDOID)
 };
-
-static SavedStatement stmt_complete_many = {
-	"UPDATE outbox.message SET delivered_at = $3, leased_until = NULL "
-	"WHERE id OPERATOR(pg_catalog.=) ANY ($1) AND " LEASE_HELD_BY_OWNER,
-	SPI_OK_UPDATE,
-	3, {UUIDARRAYOID, TEXTOID, TIMESTAMPTZOID}
+static SavedStatement stmt_complete_many[2] = {
+	COMPLETE("", "ANY ($1)", UUIDARRAYOID),
+	COMPLETE(", deferred = false", "ANY ($1)", UUIDARRAYOID)
 };
 
 static SavedStatement stmt_fail_lock = {
@@ -135,13 +140,19 @@ static SavedStatement stmt_release = {
 	2, {UUIDARRAYOID, TEXTOID}
 };
 
-/* Take back a delivery of StoreClaimDelivered that could not be made */
-static SavedStatement stmt_undeliver = {
-	"UPDATE outbox.message SET delivered_at = NULL, leased_until = $3 "
-	"WHERE id OPERATOR(pg_catalog.=) $1 AND lease_owner OPERATOR(pg_catalog.=) $2"
-	" AND delivered_at IS NOT NULL",
-	SPI_OK_UPDATE,
-	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}
+/*
+ * Take back a delivery of StoreClaimDelivered that could not be made.  The
+ * message may lie before the claim position: in the tables of 1.2 it
+ * becomes deferred, so that claims find it by its index.
+ */
+#define UNDELIVER(v) { \
+	"UPDATE outbox.message SET delivered_at = NULL, leased_until = $3" v " " \
+	"WHERE id OPERATOR(pg_catalog.=) $1 AND lease_owner OPERATOR(pg_catalog.=) $2" \
+	" AND delivered_at IS NOT NULL", \
+	SPI_OK_UPDATE, \
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID} }
+static SavedStatement stmt_undeliver[2] = {
+	UNDELIVER(""), UNDELIVER(", deferred = true")
 };
 
 /* Revive: $2 is the new available_at */
@@ -161,20 +172,25 @@ static SavedStatement stmt_retry_dead_topic[2] = {
 /*
  * Purge walks the finished rows once with a cursor and deletes them by
  * ctid in chunks; the delete re-checks the horizon, so a row revived by
- * retry_dead in the meantime stays.  The message scan combines two indexes
- * (delivered, dead) and so needs a bitmap scan.
+ * retry_dead in the meantime stays.  In the tables of 1.2 the scan reads
+ * the messages created before the horizon (message_created_idx): a
+ * message is finished after it was appended.  Those of 1.0 and 1.1 combine
+ * their indexes of delivered and dead messages, with a bitmap scan.
  */
-static SavedStatement stmt_purge_scan = {
-	"SELECT ctid FROM outbox.message "
-	"WHERE delivered_at OPERATOR(pg_catalog.<) $1 OR dead_at OPERATOR(pg_catalog.<) $1",
-	SPI_OK_SELECT,
-	1, {TIMESTAMPTZOID},
-	OBX_SCANS_INDEX_OR_BITMAP
+#define PURGE_FINISHED(h) \
+	"(delivered_at OPERATOR(pg_catalog.<) " h " OR dead_at OPERATOR(pg_catalog.<) " h ")"
+
+static SavedStatement stmt_purge_scan[2] = {
+	{"SELECT ctid FROM outbox.message WHERE " PURGE_FINISHED("$1"),
+		SPI_OK_SELECT, 1, {TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP},
+	{"SELECT ctid FROM outbox.message WHERE created_at OPERATOR(pg_catalog.<) $1"
+		" AND " PURGE_FINISHED("$1"),
+	SPI_OK_SELECT, 1, {TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP}
 };
 
 static SavedStatement stmt_purge_delete = {
 	"DELETE FROM outbox.message WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)"
-	" AND (delivered_at OPERATOR(pg_catalog.<) $2 OR dead_at OPERATOR(pg_catalog.<) $2)",
+	" AND " PURGE_FINISHED("$2"),
 	SPI_OK_DELETE,
 	2, {TIDARRAYOID, TIMESTAMPTZOID}
 };
@@ -209,10 +225,11 @@ static SavedStatement stmt_envelope_by_id = {
 };
 
 /*
- * The same read in the stream (when the library is preloaded): a deferred
- * message's available_at or lease end (their index), or the lease end of
- * one of the first STREAM_NEXT_DUE_WINDOW fresh messages from the claim
- * position $3, where the leases that hold the position back are.  A round
+ * The same read in the stream (the tables of 1.2): a deferred message's
+ * available_at or lease end (their index), or the lease end of one of the
+ * first STREAM_NEXT_DUE_WINDOW fresh messages from the claim position $3
+ * (0 when the library is not preloaded), where the leases that hold the
+ * position back are.  A round
  * of the worker has claimed every fresh message due, so what lies beyond
  * that window is due now or not at all.
  */
@@ -235,6 +252,7 @@ static SavedStatement stmt_next_due_stream = {
 };
 
 /*
+ * In the tables of 1.0 and 1.1, through their index of pending messages.
  * When the next message of a topic becomes due: the first one delayed into
  * the future (first entry after now in the due index), or the end of the
  * earliest valid lease (a short range: leased messages are due ones).
@@ -405,7 +423,7 @@ StoreComplete(pg_uuid_t *id, text *owner, TimestampTz now)
 	args[0] = UUIDPGetDatum(id);
 	args[1] = PointerGetDatum(owner);
 	args[2] = TimestampTzGetDatum(now);
-	return SpiRun(&stmt_complete, args, NULL) > 0;
+	return SpiRun(&stmt_complete[obx_v()], args, NULL) > 0;
 }
 
 /*
@@ -420,7 +438,7 @@ StoreCompleteMany(ArrayType *ids, text *owner, TimestampTz now)
 	args[0] = PointerGetDatum(ids);
 	args[1] = PointerGetDatum(owner);
 	args[2] = TimestampTzGetDatum(now);
-	return (int64) SpiRun(&stmt_complete_many, args, NULL);
+	return (int64) SpiRun(&stmt_complete_many[obx_v()], args, NULL);
 }
 
 /*
@@ -507,7 +525,7 @@ StoreUndeliver(pg_uuid_t *id, text *owner, TimestampTz lease_end)
 	args[0] = UUIDPGetDatum(id);
 	args[1] = PointerGetDatum(owner);
 	args[2] = TimestampTzGetDatum(lease_end);
-	(void) SpiRun(&stmt_undeliver, args, NULL);
+	(void) SpiRun(&stmt_undeliver[obx_v()], args, NULL);
 }
 
 /* Revive the dead message id, due at now; false when it is not dead. */
@@ -604,7 +622,7 @@ StorePurge(TimestampTz horizon, int64 max_rows)
 	int64		deleted;
 
 	SpiConnect();
-	deleted = obx_purge_table(&stmt_purge_scan, &stmt_purge_delete,
+	deleted = obx_purge_table(&stmt_purge_scan[obx_v()], &stmt_purge_delete,
 							  horizon, max_rows);
 	(void) obx_purge_table(&stmt_purge_marker_scan, &stmt_purge_marker_delete,
 						   horizon, max_rows);
@@ -663,16 +681,13 @@ StoreNextDue(text *topic, TimestampTz now)
 	Datum		args[3];
 	Datum		next;
 	bool		isnull;
-	bool		stream = StreamAvailable();
+	bool		stream = StreamSchema();
+	TimestampTz searched;
 
 	args[0] = PointerGetDatum(topic);
 	args[1] = TimestampTzGetDatum(now);
-	if (stream)
-	{
-		TimestampTz searched;
-
-		args[2] = Int64GetDatum(StreamPositionGet(topic, &searched));
-	}
+	args[2] = Int64GetDatum(StreamAvailable() ?
+							StreamPositionGet(topic, &searched) : 0);
 	if (!SpiRunFirstRow(stream ? &stmt_next_due_stream : &stmt_next_due,
 						args, NULL, &next, &isnull, 1) ||
 		isnull)

@@ -27,6 +27,7 @@
 #include "access/htup_details.h"
 #include "miscadmin.h"
 #include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/timestamp.h"
@@ -45,9 +46,9 @@
 
 /*
  * Before a claim: every message of the topic(s) whose lease expired on its
- * last allowed attempt becomes dead.  Without claim positions (the library
- * not preloaded) or across topics, they are found among the pending
- * messages; a topic's claim reads its stream (stmt_dead_mark_deferred).
+ * last allowed attempt becomes dead.  In the tables of 1.0 and 1.1 they are
+ * found among the pending messages (their due index); in those of 1.2, a
+ * claim reads the streams (stmt_dead_mark_deferred).
  *
  * $1 topic, $2 now, $3 max attempts
  */
@@ -92,6 +93,13 @@ static SavedStatement stmt_dead_mark_any = {
 	DEAD_MARK_SET " FOR UPDATE SKIP LOCKED))",
 	SPI_OK_UPDATE,
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
+};
+
+/* The same for a claim across all topics ($1, the topics, is not used) */
+static SavedStatement stmt_dead_mark_deferred_any = {
+	DEAD_MARK_SET " AND c.deferred FOR UPDATE SKIP LOCKED))",
+	SPI_OK_UPDATE,
+	3, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID}
 };
 
 /*
@@ -139,28 +147,10 @@ static SavedStatement stmt_dead_mark_any = {
 	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)"
 
 /*
- * A message of alias a with an ordering key is the head of its key: the
- * message before it of the same topic and key (one step back in
- * message_key_idx) is delivered or dead, or there is none.  Messages of a
- * key are finished in key order, dead ones aside, so the one before it
- * stands for all of them.  Only for the tables of 1.2 ([1] of the
- * two-version statements below; [0] serves those of 1.0 and 1.1).
- */
-#define KEY_HEAD(a) \
-	" AND (" a ".ordering_key IS NULL OR NOT EXISTS (" \
-	"SELECT FROM (SELECT k.delivered_at, k.dead_at FROM outbox.message k" \
-	" WHERE k.topic OPERATOR(pg_catalog.=) " a ".topic" \
-	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
-	" AND k.ordering_key IS NOT NULL AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
-	" ORDER BY k.seq DESC LIMIT 1) p" \
-	" WHERE p.delivered_at IS NULL AND p.dead_at IS NULL))"
-
-/*
- * The same in a topic's stream, without looking at the message before: a
- * keyed message of alias a is the head of its key when no message of its
+ * A keyed message of alias a is the head of its key when no message of its
  * topic and key before it is pending.  Messages before the claim position
- * $7 are finished or deferred (see outbox_stream.c), so the pending ones
- * before a are
+ * pos of topic are finished or deferred (see outbox_stream.c), so the
+ * pending ones before a are
  *	- the pending messages of the key between the position and a, found in
  *	  message_key_idx; usually there is none, and the probe reads no row;
  *	- the deferred pending messages of the key before a, found in the small
@@ -169,17 +159,17 @@ static SavedStatement stmt_dead_mark_any = {
  * A message revived by retry_dead is deferred: the later messages of its
  * key that are not yet handed out wait for it again.
  */
-#define KEY_HEAD_STREAM(a) \
+#define KEY_HEAD_AT(a, topic, pos) \
 	" AND (" a ".ordering_key IS NULL OR (NOT EXISTS (" \
 	"SELECT FROM outbox.message k" \
 	" WHERE k.topic OPERATOR(pg_catalog.=) " a ".topic" \
 	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
 	" AND k.ordering_key IS NOT NULL" \
-	" AND k.seq OPERATOR(pg_catalog.>=) $7 AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
+	" AND k.seq OPERATOR(pg_catalog.>=) " pos " AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
 	" AND " STREAM_PENDING("k") ")" \
 	" AND (NOT EXISTS (" \
 	"SELECT FROM outbox.message k" \
-	" WHERE k.deferred AND k.topic OPERATOR(pg_catalog.=) $1" \
+	" WHERE k.deferred AND k.topic OPERATOR(pg_catalog.=) " topic \
 	" AND k.ordering_key IS NOT NULL AND k.delivered_at IS NULL AND k.dead_at IS NULL)" \
 	" OR NOT EXISTS (" \
 	"SELECT FROM outbox.message k" \
@@ -198,6 +188,9 @@ static SavedStatement stmt_dead_mark_any = {
 	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
 
 /*
+ * The claims of the tables of 1.0 and 1.1, read from their index of
+ * pending messages (message_due_topic_idx).
+ *
  * A claim across all topics has no index of its own (one would cost every
  * append and every claim an index entry more): it takes the oldest due
  * messages of each topic from the topic's index, the topics found by
@@ -216,33 +209,29 @@ static SavedStatement stmt_dead_mark_any = {
 	"  AND c.delivered_at IS NULL AND c.dead_at IS NULL ORDER BY c.topic LIMIT 1)" \
 	" FROM topics t WHERE t.topic IS NOT NULL)"
 
-#define CLAIM_TOPIC(k) { \
-	"WITH " CLAIM_UPDATE \
-	" SELECT c.id FROM outbox.message c" \
-	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c") k \
-	CLAIM_END, \
-	SPI_OK_SELECT, \
-	CLAIM_ARGTYPES }
-static SavedStatement stmt_claim_topic[2] = {
-	CLAIM_TOPIC(""), CLAIM_TOPIC(KEY_HEAD("c"))
+static SavedStatement stmt_claim_topic = {
+	"WITH " CLAIM_UPDATE
+	" SELECT c.id FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c")
+	CLAIM_END,
+	SPI_OK_SELECT,
+	CLAIM_ARGTYPES
 };
 
-#define CLAIM_ANY(ko, kc) { \
-	"WITH RECURSIVE " CLAIM_TOPICS ", " CLAIM_UPDATE \
-	" SELECT c.id FROM outbox.message c" \
-	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	"  SELECT x.id FROM topics t, LATERAL (" \
-	"   SELECT o.id, o.available_at FROM outbox.message o" \
-	"   WHERE o.topic OPERATOR(pg_catalog.=) t.topic AND" CLAIM_DUE("o") ko \
-	"   ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2) x" \
-	"  WHERE t.topic IS NOT NULL" \
-	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))" \
-	" AND " CLAIM_DUE("c") kc \
-	CLAIM_END, \
-	SPI_OK_SELECT, \
-	CLAIM_ARGTYPES }
-static SavedStatement stmt_claim_any[2] = {
-	CLAIM_ANY("", ""), CLAIM_ANY(KEY_HEAD("o"), KEY_HEAD("c"))
+static SavedStatement stmt_claim_any = {
+	"WITH RECURSIVE " CLAIM_TOPICS ", " CLAIM_UPDATE
+	" SELECT c.id FROM outbox.message c"
+	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+	"  SELECT x.id FROM topics t, LATERAL ("
+	"   SELECT o.id, o.available_at FROM outbox.message o"
+	"   WHERE o.topic OPERATOR(pg_catalog.=) t.topic AND" CLAIM_DUE("o")
+	"   ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2) x"
+	"  WHERE t.topic IS NOT NULL"
+	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))"
+	" AND " CLAIM_DUE("c")
+	CLAIM_END,
+	SPI_OK_SELECT,
+	CLAIM_ARGTYPES
 };
 
 /*
@@ -253,53 +242,63 @@ static SavedStatement stmt_claim_any[2] = {
  *
  * $1 topic, $2 now, $3 batch size, $4 owner, $5 max attempts
  */
-#define CLAIM_DELIVERED(k) { \
-	"WITH claimed AS (UPDATE outbox.message m SET" \
-	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4," \
-	" leased_until = NULL, delivered_at = $2 " \
-	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	" SELECT c.id FROM outbox.message c" \
-	" WHERE c.topic OPERATOR(pg_catalog.=) $1" \
-	" AND c.delivered_at IS NULL AND c.dead_at IS NULL" \
-	" AND c.available_at OPERATOR(pg_catalog.<=) $2" \
-	" AND (c.leased_until IS NULL OR (c.leased_until OPERATOR(pg_catalog.<=) $2" \
-	"      AND c.attempts OPERATOR(pg_catalog.<) $5))" k \
-	" ORDER BY c.available_at, c.id LIMIT $3" \
-	" FOR UPDATE SKIP LOCKED)) " \
-	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts," \
-	" m.leased_until, m.available_at) " \
-	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until, available_at " \
-	"FROM claimed ORDER BY available_at, id", \
-	SPI_OK_SELECT, \
-	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID} }
-static SavedStatement stmt_claim_delivered[2] = {
-	CLAIM_DELIVERED(""), CLAIM_DELIVERED(KEY_HEAD("c"))
+static SavedStatement stmt_claim_delivered = {
+	"WITH claimed AS (UPDATE outbox.message m SET"
+	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4,"
+	" leased_until = NULL, delivered_at = $2 "
+	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+	" SELECT c.id FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1"
+	" AND c.delivered_at IS NULL AND c.dead_at IS NULL"
+	" AND c.available_at OPERATOR(pg_catalog.<=) $2"
+	" AND (c.leased_until IS NULL OR (c.leased_until OPERATOR(pg_catalog.<=) $2"
+	"      AND c.attempts OPERATOR(pg_catalog.<) $5))"
+	" ORDER BY c.available_at, c.id LIMIT $3"
+	" FOR UPDATE SKIP LOCKED)) "
+	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts,"
+	" m.leased_until, m.available_at) "
+	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until, available_at "
+	"FROM claimed ORDER BY available_at, id",
+	SPI_OK_SELECT,
+	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID}
 };
 
 /*
- * The claims of one topic that read its stream (when the library is
- * preloaded, see outbox_stream.c): first the deferred messages that are
- * due, oldest first (the deferred index), then the fresh ones from the
- * claim position $7 in stream order (the stream index), together at most
- * a batch.  Neither walks a message finished before the claim position, so
- * the cost of a claim does not depend on how many old row versions a held
- * snapshot keeps.  Each part locks with SKIP LOCKED, and rows are locked
- * only as the outer LIMIT takes them.  The candidates are handed to the
- * UPDATE by ctid (see CLAIM_UPDATE_BY).
+ * The claims of the tables of 1.2 read the topics' streams (see
+ * outbox_stream.c).  The due messages of alias a in topic, claim position
+ * pos: the deferred ones (read oldest first in the deferred index), and the
+ * fresh ones from the position on (read in stream order in the stream
+ * index).
+ */
+#define STREAM_DEFERRED_DUE(a, topic, pos) \
+	" WHERE " a ".deferred AND " a ".topic OPERATOR(pg_catalog.=) " topic \
+	" AND " CLAIM_DUE(a) KEY_HEAD_AT(a, topic, pos)
+
+#define STREAM_FRESH_DUE(a, topic, pos) \
+	" WHERE " a ".topic OPERATOR(pg_catalog.=) " topic \
+	" AND " a ".seq OPERATOR(pg_catalog.>=) " pos \
+	" AND NOT " a ".deferred AND " STREAM_PENDING(a) \
+	" AND " a ".available_at OPERATOR(pg_catalog.<=) $2" \
+	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)" \
+	KEY_HEAD_AT(a, topic, pos)
+
+/*
+ * The claims of one topic: first the deferred messages that are due, then
+ * the fresh ones, together at most a batch.  Neither walks a message
+ * finished before the claim position, so the cost of a claim does not
+ * depend on how many old row versions a held snapshot keeps.  Each part
+ * locks with SKIP LOCKED, and rows are locked only as the outer LIMIT takes
+ * them.  The candidates are handed to the UPDATE by ctid (see
+ * CLAIM_UPDATE_BY).
  */
 #define CLAIM_STREAM_CANDIDATES \
 	" SELECT x.ctid FROM (" \
 	"  SELECT d.ctid FROM (SELECT c.ctid FROM outbox.message c" \
-	"   WHERE c.deferred AND c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c") \
-	KEY_HEAD_STREAM("c") \
+	STREAM_DEFERRED_DUE("c", "$1", "$7") \
 	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
 	"  UNION ALL" \
 	"  SELECT f.ctid FROM (SELECT c.ctid FROM outbox.message c" \
-	"   WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.>=) $7" \
-	"   AND NOT c.deferred AND " STREAM_PENDING("c") \
-	"   AND c.available_at OPERATOR(pg_catalog.<=) $2" \
-	"   AND (c.leased_until IS NULL OR c.leased_until OPERATOR(pg_catalog.<=) $2)" \
-	KEY_HEAD_STREAM("c") \
+	STREAM_FRESH_DUE("c", "$1", "$7") \
 	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
 	" ) x LIMIT $3)) "
 
@@ -324,7 +323,7 @@ static SavedStatement stmt_claim_stream_delivered = {
 	"   THEN m.attempts ELSE m.attempts OPERATOR(pg_catalog.+) 1 END,"
 	" lease_owner = CASE WHEN " CLAIM_EXPIRED_LAST
 	"   THEN m.lease_owner ELSE $4 END,"
-	" leased_until = NULL,"
+	" leased_until = NULL, deferred = false,"
 	" delivered_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN NULL ELSE $2 END,"
 	" dead_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN $2 END,"
 	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST
@@ -336,6 +335,55 @@ static SavedStatement stmt_claim_stream_delivered = {
 	" dead_at, available_at FROM claimed ORDER BY available_at, id",
 	SPI_OK_SELECT,
 	CLAIM_STREAM_ARGTYPES
+};
+
+/*
+ * A claim across all topics: the topics and their claim positions come as
+ * the arrays $1 and $7 (from stmt_stream_topics).  It takes the first twice
+ * a batch of each topic's deferred and fresh due messages, keeps twice the
+ * batch of the oldest of them all, and locks the first of those that no
+ * other claim holds.  So two claims across all topics at once share the
+ * work, and a third may come out short; claims of one topic each scale
+ * without that limit.
+ */
+static SavedStatement stmt_claim_stream_any = {
+	"WITH " CLAIM_UPDATE_BY("ctid")
+	" SELECT c.ctid FROM outbox.message c"
+	" WHERE c.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+	"  SELECT x.ctid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($7)) AS t(topic, pos),"
+	"  LATERAL ("
+	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
+	STREAM_DEFERRED_DUE("o", "t.topic", "t.pos")
+	"    ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2)"
+	"   UNION ALL"
+	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
+	STREAM_FRESH_DUE("o", "t.topic", "t.pos")
+	"    ORDER BY o.seq LIMIT $3 OPERATOR(pg_catalog.*) 2)) x"
+	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))"
+	" AND " CLAIM_DUE("c")
+	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED"
+	")) RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id",
+	SPI_OK_SELECT,
+	7, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID}
+};
+
+/*
+ * The topics that have messages, skipping backwards through the stream
+ * index: each step lands on the newest message of the topic before, which
+ * purge has not deleted, so the walk reads one entry per topic however
+ * many deleted rows a held snapshot keeps in the index.
+ */
+static SavedStatement stmt_stream_topics = {
+	"WITH RECURSIVE topics(topic) AS ("
+	" (SELECT s.topic FROM outbox.message s ORDER BY s.topic DESC, s.seq DESC LIMIT 1)"
+	" UNION ALL"
+	" SELECT (SELECT s.topic FROM outbox.message s"
+	"  WHERE s.topic OPERATOR(pg_catalog.<) t.topic"
+	"  ORDER BY s.topic DESC, s.seq DESC LIMIT 1)"
+	" FROM topics t WHERE t.topic IS NOT NULL)"
+	" SELECT topic FROM topics WHERE topic IS NOT NULL",
+	SPI_OK_SELECT,
+	0, {InvalidOid}
 };
 
 /*
@@ -401,6 +449,8 @@ static int64 obx_stream_position(text *topic, TimestampTz now);
 /* how often a topic's claim position is searched anew */
 #define STREAM_SEARCH_INTERVAL	(5 * USECS_PER_SEC / 1000)
 static void obx_dead_mark_stream(const ClaimRequest *req, Datum *position);
+static bool obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions);
+static int64 obx_claim_position(text *topic, TimestampTz now);
 
 /*
  * Copy the fields delivery needs out of a claimed row, in the current
@@ -504,11 +554,8 @@ obx_sink_rows(ClaimSink *sink, int ncols, int *dead)
 static int
 obx_claim(const ClaimRequest *req, ClaimSink *sink)
 {
-	bool		stream = req->topic != NULL && StreamAvailable();
-	int			v = StreamSchema() ? 1 : 0;
-	SavedStatement *claim = stream ? &stmt_claim_stream :
-		req->topic ? &stmt_claim_topic[v] : &stmt_claim_any[v];
-	SavedStatement *mark = req->topic ? &stmt_dead_mark_topic : &stmt_dead_mark_any;
+	bool		stream = StreamSchema();
+	SavedStatement *claim;
 	Datum		args[7];
 	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int			leased = 0;
@@ -525,10 +572,28 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 
 	/* first, the expired last attempts of the topic(s) */
 	args[2] = args[5];
-	if (stream)
+	if (stream && req->topic)
+	{
+		claim = &stmt_claim_stream;
 		obx_dead_mark_stream(req, &args[6]);
+	}
+	else if (stream)
+	{
+		claim = &stmt_claim_stream_any;
+		if (!obx_stream_topics(req->now, &args[0], &args[6]))
+		{
+			SpiFinish();
+			return 0;
+		}
+		nulls[0] = ' ';
+		(void) SpiExecute(&stmt_dead_mark_deferred_any, args, nulls, false, 0);
+	}
 	else
-		(void) SpiExecute(mark, args, nulls, false, 0);
+	{
+		claim = req->topic ? &stmt_claim_topic : &stmt_claim_any;
+		(void) SpiExecute(req->topic ? &stmt_dead_mark_topic : &stmt_dead_mark_any,
+						  args, nulls, false, 0);
+	}
 
 	for (;;)
 	{
@@ -555,11 +620,64 @@ obx_dead_mark_stream(const ClaimRequest *req, Datum *position)
 {
 	Datum		args[3];
 
-	*position = Int64GetDatum(obx_stream_position(req->topic, req->now));
+	*position = Int64GetDatum(obx_claim_position(req->topic, req->now));
 	args[0] = PointerGetDatum(req->topic);
 	args[1] = TimestampTzGetDatum(req->now);
 	args[2] = Int32GetDatum(req->max_attempts);
 	(void) SpiExecute(&stmt_dead_mark_deferred, args, NULL, false, 0);
+}
+
+/*
+ * The topics that have messages and their claim positions, moved forward
+ * first, as a text[] in *topics and a bigint[] in *positions (allocated in
+ * the SPI connection).  False when outbox.message is empty.
+ */
+static bool
+obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions)
+{
+	uint64		n = SpiExecute(&stmt_stream_topics, NULL, NULL, false, 0);
+	SPITupleTable *tuptable = SPI_tuptable;
+	Datum	   *names;
+	Datum	   *pos;
+	uint64		i;
+
+	if (n == 0)
+	{
+		SPI_freetuptable(tuptable);
+		return false;
+	}
+	names = palloc(sizeof(Datum) * n);
+	pos = palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		names[i] = PointerGetDatum(DatumGetTextPCopy(SPI_getbinval(tuptable->vals[i],
+																	tuptable->tupdesc,
+																	1, &isnull)));
+	}
+	SPI_freetuptable(tuptable);
+	for (i = 0; i < n; i++)
+		pos[i] = Int64GetDatum(obx_claim_position(DatumGetTextPP(names[i]), now));
+
+	*topics = PointerGetDatum(construct_array(names, (int) n, TEXTOID,
+											  -1, false, TYPALIGN_INT));
+	*positions = PointerGetDatum(construct_array(pos, (int) n, INT8OID,
+												 sizeof(int64), FLOAT8PASSBYVAL,
+												 TYPALIGN_DOUBLE));
+	return true;
+}
+
+/*
+ * The claim position of topic: kept in shared memory when the library is
+ * preloaded; otherwise the start of the stream, so that a claim reads the
+ * topic's messages from its first one (finished ones included: correct,
+ * but slower as the history grows).
+ */
+static int64
+obx_claim_position(text *topic, TimestampTz now)
+{
+	return StreamAvailable() ? obx_stream_position(topic, now) : 0;
 }
 
 /*
@@ -666,7 +784,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 
 	obx_list_sink(&sink, messages);
 	SpiConnect();
-	if (StreamAvailable())
+	if (StreamSchema())
 	{
 		args[2] = Int32GetDatum(req->batch_size);
 		args[3] = PointerGetDatum(req->owner);
@@ -684,8 +802,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[2] = Int32GetDatum(req->batch_size);
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = Int32GetDatum(req->max_attempts);
-		(void) SpiExecute(&stmt_claim_delivered[StreamSchema() ? 1 : 0], args,
-						  NULL, false, 0);
+		(void) SpiExecute(&stmt_claim_delivered, args, NULL, false, 0);
 		n = obx_sink_rows(&sink, COL_DEAD_AT, &dead);
 	}
 	SpiFinish();

@@ -119,25 +119,22 @@ SELECT is_empty($$SELECT relname FROM pg_class
                    WHERE relnamespace = 'outbox'::regnamespace AND relrowsecurity$$,
                 'no row level security');
 
--- indexes: the key, the pending messages, the streams and the deferred
--- messages claims read, and the finished messages, exactly; none on the
--- lease, so that a claim's update is a HOT update
-SELECT indexes_are('outbox', 'message', ARRAY['message_pkey', 'message_due_topic_idx',
-                                              'message_delivered_idx', 'message_dead_idx',
+-- indexes: the key, the streams, the deferred messages and the ordering
+-- keys claims read, the messages by age for purge and the dead ones,
+-- exactly; none on the lease or on delivered_at, so that a claim's update
+-- and a completion are HOT updates
+SELECT indexes_are('outbox', 'message', ARRAY['message_pkey', 'message_created_idx', 'message_dead_idx',
                                               'message_stream_idx', 'message_deferred_idx', 'message_key_idx',
                                               'message_key_deferred_idx'],
-                   'outbox.message has exactly its eight indexes');
+                   'outbox.message has exactly its seven indexes');
 SELECT indexes_are('outbox', 'processed', ARRAY['processed_pkey'],
                    'outbox.processed has exactly its primary key index');
 SELECT is(pg_get_indexdef('outbox.message_pkey'::regclass),
           'CREATE UNIQUE INDEX message_pkey ON outbox.message USING btree (id)',
           'message_pkey definition');
-SELECT is(pg_get_indexdef('outbox.message_due_topic_idx'::regclass),
-          'CREATE INDEX message_due_topic_idx ON outbox.message USING btree (topic, available_at, id) WHERE ((delivered_at IS NULL) AND (dead_at IS NULL))',
-          'message_due_topic_idx: (topic, available_at, id), only undelivered and not dead');
-SELECT is(pg_get_indexdef('outbox.message_delivered_idx'::regclass),
-          'CREATE INDEX message_delivered_idx ON outbox.message USING btree (delivered_at) INCLUDE (topic) WHERE (delivered_at IS NOT NULL)',
-          'message_delivered_idx: delivered messages, with their topic');
+SELECT is(pg_get_indexdef('outbox.message_created_idx'::regclass),
+          'CREATE INDEX message_created_idx ON outbox.message USING btree (created_at)',
+          'message_created_idx: the messages by age, for purge');
 SELECT is(pg_get_indexdef('outbox.message_dead_idx'::regclass),
           'CREATE INDEX message_dead_idx ON outbox.message USING btree (dead_at) INCLUDE (topic) WHERE (dead_at IS NOT NULL)',
           'message_dead_idx: dead messages, with their topic');
@@ -145,14 +142,19 @@ SELECT is(pg_get_indexdef('outbox.message_stream_idx'::regclass),
           'CREATE INDEX message_stream_idx ON outbox.message USING btree (topic, seq)',
           'message_stream_idx: the stream of each topic');
 SELECT is(pg_get_indexdef('outbox.message_deferred_idx'::regclass),
-          'CREATE INDEX message_deferred_idx ON outbox.message USING btree (topic, available_at, id) WHERE (deferred AND (delivered_at IS NULL) AND (dead_at IS NULL))',
-          'message_deferred_idx: deferred messages not yet finished, by topic and available_at');
+          'CREATE INDEX message_deferred_idx ON outbox.message USING btree (topic, available_at, id) WHERE (deferred AND (dead_at IS NULL))',
+          'message_deferred_idx: deferred messages not dead, by topic and available_at');
 SELECT is(pg_get_indexdef('outbox.message_key_idx'::regclass),
           'CREATE INDEX message_key_idx ON outbox.message USING btree (topic, ordering_key, seq) WHERE (ordering_key IS NOT NULL)',
           'message_key_idx: the messages of each ordering key in stream order');
 SELECT is(pg_get_indexdef('outbox.message_key_deferred_idx'::regclass),
-          'CREATE INDEX message_key_deferred_idx ON outbox.message USING btree (topic, ordering_key, seq) WHERE (deferred AND (ordering_key IS NOT NULL) AND (delivered_at IS NULL) AND (dead_at IS NULL))',
-          'message_key_deferred_idx: the deferred messages of each ordering key not yet finished');
+          'CREATE INDEX message_key_deferred_idx ON outbox.message USING btree (topic, ordering_key, seq) WHERE (deferred AND (ordering_key IS NOT NULL) AND (dead_at IS NULL))',
+          'message_key_deferred_idx: the deferred messages of each ordering key not dead');
+SELECT is_empty(
+    $$SELECT i.indexrelid::regclass FROM pg_index i
+       WHERE i.indrelid = 'outbox.message'::regclass
+         AND pg_get_indexdef(i.indexrelid) ~ '(delivered_at|leased_until|lease_owner|attempts|last_error)'$$,
+    'no index of outbox.message holds a column that a claim or a completion writes (HOT updates)');
 SELECT is(pg_get_indexdef('outbox.processed_pkey'::regclass),
           'CREATE UNIQUE INDEX processed_pkey ON outbox.processed USING btree (consumer, message_id)',
           'processed_pkey definition');

@@ -25,7 +25,8 @@ $node->safe_psql('postgres', q{
 	SELECT outbox.append('credits', 'evt.x.v1', jsonb_build_object('n', g)) FROM generate_series(1, 3) g;
 	-- a message delivered a month ago, which purge removes
 	SELECT outbox.append('credits', 'evt.old.v1', '{}', '01890a5d-ac96-774b-bcce-b302099a8000');
-	UPDATE outbox.message SET delivered_at = now() - interval '30 days', attempts = 1
+	UPDATE outbox.message SET created_at = now() - interval '31 days',
+	       delivered_at = now() - interval '30 days', attempts = 1
 	 WHERE id = '01890a5d-ac96-774b-bcce-b302099a8000';
 	-- an old run-history row that the cleanup job removes
 	INSERT INTO cron.job_run_details (jobid, runid, job_pid, database, username, command, status, start_time, end_time)

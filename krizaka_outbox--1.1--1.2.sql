@@ -55,6 +55,9 @@ DROP INDEX outbox.message_due_topic_idx;
 DROP INDEX outbox.message_delivered_idx;
 CREATE INDEX message_created_idx ON outbox.message (created_at);
 
+/* room on each page for the versions that claim and complete write */
+ALTER TABLE outbox.message SET (fillfactor = 30);
+
 /*
  * Ordering keys: a column, its index, and append and append_batch with a
  * last parameter ordering_key.  The new functions replace the old ones

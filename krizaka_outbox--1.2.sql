@@ -16,9 +16,12 @@ CREATE SCHEMA outbox;
  * inserted once, updated by claim (attempts, lease), then once more by
  * complete or fail, and finally deleted by purge.
  *
- * fillfactor 70 leaves room on each page for the new versions that claim
- * and complete write, so that they stay on the page of the message.  The
- * low autovacuum thresholds keep the partial indexes free of dead entries.
+ * fillfactor 30 leaves room on each page for the two new versions that
+ * claim and complete write of every message, so that they stay on the page
+ * of the message: no index holds a column they change, so both are HOT
+ * updates and write no index entry (with 70, more than half of them did
+ * not fit and wrote an entry in every index).  The low autovacuum
+ * thresholds keep the partial indexes free of dead entries.
  *
  * seq is the message's position in its topic's stream, in append order,
  * from outbox.message_seq.  Claims read a topic's fresh messages from the
@@ -52,7 +55,7 @@ CREATE TABLE outbox.message (
     ordering_key  text        COLLATE pg_catalog."C",
     CONSTRAINT message_pkey PRIMARY KEY (id)
 ) WITH (
-    fillfactor = 70,
+    fillfactor = 30,
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_vacuum_threshold = 500,
     autovacuum_vacuum_insert_scale_factor = 0.05,

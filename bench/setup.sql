@@ -52,7 +52,7 @@ CREATE TABLE floor.message (
     delivered_at  timestamptz,
     dead_at       timestamptz,
     last_error    text
-) WITH (fillfactor = 70);
+) WITH (fillfactor = 30);
 CREATE TABLE floor.orders (
     id           bigserial     PRIMARY KEY,
     customer_id  integer       NOT NULL,

@@ -69,6 +69,18 @@ SELECT count(*) FROM outbox.append_batch('b', 'evt.b.v1', ARRAY['{"n": 1}', '{"n
 SELECT count(*) FROM outbox.append_batch('b', 'evt.b.v1', ARRAY['{"n": 4}']::jsonb[]);
 SELECT payload->>'n' AS n, ordering_key FROM outbox.claim('w', 'b') ORDER BY seq;
 
+-- a claim across all topics follows the rule in every topic: the heads of
+-- each topic's keys, never the message after a pending one of its key, and
+-- a failed head holds its key back in its own topic only
+SELECT regress.reset();
+SELECT count(outbox.append(t, 'evt.x.v1', jsonb_build_object('n', n), NULL, NULL, 'k'))
+  FROM unnest(ARRAY['x1', 'x2']) t, generate_series(1, 3) n;
+SELECT topic, payload->>'n' AS n FROM outbox.claim('w', NULL, 10) ORDER BY topic, seq;
+SELECT count(*) AS while_heads_are_leased FROM outbox.claim('w', NULL, 10);
+SELECT outbox.complete(id, 'w') FROM outbox.message WHERE topic = 'x1' AND payload->>'n' = '1';
+SELECT outbox.fail(id, 'w', 'boom') FROM outbox.message WHERE topic = 'x2' AND payload->>'n' = '1';
+SELECT topic, payload->>'n' AS n FROM outbox.claim('w', NULL, 10) ORDER BY topic, seq;
+
 -- the same rule for drain_once to a NOTIFY route: one message of a key per
 -- batch, the next in the next batch
 SELECT regress.reset();

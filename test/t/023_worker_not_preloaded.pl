@@ -72,6 +72,29 @@ is( $node->safe_psql(
 	'0',
 	'no launcher and no worker');
 
+# Without shared memory there are no claim positions: claims read each topic
+# from its first message, and follow the same rules.
+($out, $err) = run(q{
+SELECT count(outbox.append('np', 'evt.np.v1', jsonb_build_object('n', n), NULL, NULL,
+                           CASE WHEN n <= 2 THEN 'k' END))
+  FROM generate_series(1, 4) n;
+SELECT string_agg(payload->>'n', ',' ORDER BY seq) FROM outbox.claim('w', 'np', 10);
+SELECT outbox.complete(id, 'w') FROM outbox.message WHERE topic = 'np' AND payload->>'n' = '1';
+SELECT string_agg(payload->>'n', ',' ORDER BY seq) FROM outbox.claim('w', NULL, 10);
+SELECT outbox.complete_many(array_agg(id), 'w') FROM outbox.message WHERE topic = 'np';
+SELECT count(*) FROM outbox.claim('w', NULL, 10);
+SELECT count(*) FILTER (WHERE delivered_at IS NOT NULL), count(*) FILTER (WHERE NOT deferred)
+  FROM outbox.message WHERE topic = 'np'});
+is($out, "4
+1,3,4
+t
+2
+3
+0
+4|4",
+	'claims by topic and across topics hand out every message once, keys in order');
+is($err, '', 'claims without preloading raise nothing');
+
 # A session that has loaded the library stays quiet when the file is reloaded.
 my $bg = $node->background_psql('postgres');
 $bg->query_safe(q{SELECT outbox.append('t', 'evt.test.t.v1', '{}')});

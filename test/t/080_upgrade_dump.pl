@@ -66,7 +66,8 @@ my $schema_sql = q{
 	                      obj_description(p.oid, 'pg_proc'))
 	    FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace
 	  UNION ALL
-	  SELECT 'relation ' || c.relname || concat_ws(' ', '', c.relkind, array_to_string(c.reloptions, ','),
+	  SELECT 'relation ' || c.relname || concat_ws(' ', '', c.relkind,
+	                                               (SELECT string_agg(o, ',' ORDER BY o) FROM unnest(c.reloptions) o),
 	                                               obj_description(c.oid, 'pg_class'))
 	    FROM pg_class c WHERE c.relnamespace = 'outbox'::regnamespace
 	  UNION ALL

@@ -365,7 +365,8 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	routes = StoreRouteList(NULL);
 	IdentityRestore(&save);
 	DrainCommit();
-	sizes = palloc(sizeof(int) * Max(list_length(routes), 1));
+	/* the commit left TopMemoryContext current: say where the sizes live */
+	sizes = MemoryContextAlloc(round_cxt, sizeof(int) * Max(list_length(routes), 1));
 	for (int i = 0; i < list_length(routes); i++)
 		sizes[i] = st.batch_size;
 

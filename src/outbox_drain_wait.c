@@ -204,7 +204,7 @@ obx_wait_once(TimestampTz end)
 		}
 	}
 
-	occurred = palloc(sizeof(WaitEvent) * size);
+	occurred = MemoryContextAlloc(obx_wait_cxt, sizeof(WaitEvent) * size);
 	n = WaitEventSetWait(set, TimestampDifferenceMilliseconds(now, until),
 						 occurred, size, PG_WAIT_EXTENSION);
 	FreeWaitEventSet(set);

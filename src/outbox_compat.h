@@ -16,6 +16,8 @@
 #ifndef OUTBOX_COMPAT_H
 #define OUTBOX_COMPAT_H
 
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "catalog/pg_database.h"
 #include "utils/acl.h"
 
@@ -68,5 +70,30 @@ ObxProxyOptionAllowed(const char *keyword)
 #endif
 	return true;
 }
+
+/*
+ * The end of the WAL inserted so far, as far as XLogFlush() may be asked to
+ * go.  GetXLogInsertRecPtr() gives where the next record would start: when
+ * the last record ended exactly at the end of a page, that is past the
+ * header of the next page, which is not written yet, and XLogFlush() fails
+ * there ("xlog flush request ... is not satisfied").  Every record ends at
+ * or before the start of that page.  PostgreSQL 17 has
+ * GetXLogInsertEndRecPtr() for this.
+ */
+#if PG_VERSION_NUM >= 170000
+#define ObxXLogInsertEnd()	GetXLogInsertEndRecPtr()
+#else
+static inline XLogRecPtr
+ObxXLogInsertEnd(void)
+{
+	XLogRecPtr	ptr = GetXLogInsertRecPtr();
+
+	if (XLogSegmentOffset(ptr, wal_segment_size) == SizeOfXLogLongPHD)
+		return ptr - SizeOfXLogLongPHD;
+	if (ptr % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+		return ptr - SizeOfXLogShortPHD;
+	return ptr;
+}
+#endif
 
 #endif							/* OUTBOX_COMPAT_H */

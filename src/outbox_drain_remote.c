@@ -57,6 +57,7 @@
 
 #include "outbox.h"
 #include "outbox_backoff.h"
+#include "outbox_compat.h"
 #include "outbox_drain_int.h"
 
 /* A remote call stops this long before the lease ends */
@@ -163,7 +164,7 @@ RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
 	 * after the commit of the claim, whose flush covers them, unless that
 	 * session itself commits asynchronously.)
 	 */
-	XLogFlush(GetXLogInsertRecPtr());
+	XLogFlush(ObxXLogInsertEnd());
 
 	batch->message_cxt = AllocSetContextCreate(cxt, "outbox remote message",
 											   ALLOCSET_DEFAULT_SIZES);

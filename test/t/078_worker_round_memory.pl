@@ -1,7 +1,8 @@
 # The worker's rounds leave nothing behind in its long-lived memory: a
 # worker that runs thousands of rounds, each delivering a message to a
 # NOTIFY route or to a remote database, ends with TopMemoryContext the size
-# it had before, as pg_log_backend_memory_contexts() reports it.  Anything a round allocates
+# it had before, as pg_log_backend_memory_contexts() reports it; and the
+# same worker runs all of them.  Anything a round allocates
 # outside its own memory context after a commit would land there and stay
 # for the life of the worker.
 use strict;
@@ -70,11 +71,18 @@ foreach my $case (['rm', 'a NOTIFY route', 3000], ['rr', 'a remote route', 500])
 	$node->safe_psql('postgres', "CALL rounds('$topic', $n)");
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM outbox.message WHERE delivered_at IS NULL'),
 		'0', "every message to $what was delivered");
+	is(worker_pid($node, 'postgres'), $pid, "the same worker delivered every message to $what");
 	my $after = top_used();
 	diag("worker $pid: TopMemoryContext $before bytes used before $n rounds to $what, $after after");
 	cmp_ok($after - $before, '<', 8192, "TopMemoryContext does not grow with the rounds of $what");
 }
 is($node->safe_psql('sink', 'SELECT count(*) FROM received'), '600', 'the remote database got each message');
+
+# Before each remote batch leaves, the worker flushes the WAL written so far;
+# at the end of a page, the position to flush is that page's start, not the
+# header of the next (which the flush would refuse, ending the worker).
+unlike(slurp_file($node->logfile), qr/xlog flush request|past end of generated WAL/,
+	'no flush past the WAL written');
 
 $node->stop;
 done_testing();

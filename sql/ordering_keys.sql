@@ -69,6 +69,18 @@ SELECT count(*) FROM outbox.append_batch('b', 'evt.b.v1', ARRAY['{"n": 1}', '{"n
 SELECT count(*) FROM outbox.append_batch('b', 'evt.b.v1', ARRAY['{"n": 4}']::jsonb[]);
 SELECT payload->>'n' AS n, ordering_key FROM outbox.claim('w', 'b') ORDER BY seq;
 
+-- a key held back at the front of the stream does not starve the keys
+-- behind it: with a claim of 3, the three messages after the failed head
+-- are all of its key, and the claim reaches past them
+SELECT regress.reset();
+SELECT count(outbox.append('s', 'evt.s.v1', jsonb_build_object('n', v.n), regress.id(v.n), NULL, v.key))
+  FROM (VALUES (1, 'long'), (2, 'long'), (3, 'long'), (4, 'long'), (5, 'long'),
+               (6, 'a'), (7, 'long'), (8, NULL), (9, 'b')) AS v(n, key);
+SELECT payload->>'n' AS n FROM outbox.claim('w', 's', 1);
+SELECT outbox.fail(regress.id(1), 'w', 'boom');
+SELECT payload->>'n' AS n, ordering_key FROM outbox.claim('w2', 's', 3) ORDER BY seq;
+SELECT count(*) AS while_held_back FROM outbox.claim('w3', 's', 3);
+
 -- a claim across all topics follows the rule in every topic: the heads of
 -- each topic's keys, never the message after a pending one of its key, and
 -- a failed head holds its key back in its own topic only

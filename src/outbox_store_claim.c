@@ -274,13 +274,15 @@ static SavedStatement stmt_claim_delivered = {
 	" WHERE " a ".deferred AND " a ".topic OPERATOR(pg_catalog.=) " topic \
 	" AND " CLAIM_DUE(a) KEY_HEAD_AT(a, topic, pos)
 
-#define STREAM_FRESH_DUE(a, topic, pos) \
+#define STREAM_FRESH_AT(a, topic, pos) \
 	" WHERE " a ".topic OPERATOR(pg_catalog.=) " topic \
 	" AND " a ".seq OPERATOR(pg_catalog.>=) " pos \
 	" AND NOT " a ".deferred AND " STREAM_PENDING(a) \
 	" AND " a ".available_at OPERATOR(pg_catalog.<=) $2" \
-	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)" \
-	KEY_HEAD_AT(a, topic, pos)
+	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)"
+
+#define STREAM_FRESH_DUE(a, topic, pos) \
+	STREAM_FRESH_AT(a, topic, pos) KEY_HEAD_AT(a, topic, pos)
 
 /*
  * The claims of one topic: first the deferred messages that are due, then
@@ -290,15 +292,36 @@ static SavedStatement stmt_claim_delivered = {
  * locks with SKIP LOCKED, and rows are locked only as the outer LIMIT takes
  * them.  The candidates are handed to the UPDATE by ctid (see
  * CLAIM_UPDATE_BY).
+ *
+ * The fresh messages are locked first and checked for the key rule after
+ * (the window w, a batch of them in stream order): a message that a
+ * concurrent claim holds is skipped without a probe of message_key_idx,
+ * and under several claimers most candidates are such messages.  The
+ * non-heads of the window stay locked until the claim's transaction ends,
+ * which keeps nobody from anything as long as it ends with the statement:
+ * no claim may take them meanwhile.  (A claim inside a longer transaction
+ * holds them back until that ends, when their heads complete elsewhere
+ * first.)  Only when
+ * the window is full do the messages after it follow, checked before they
+ * are locked: a key whose head is held back with a long run of messages at
+ * the front of the stream then costs one window of locks per claim, and
+ * the keys behind it are still handed out.
  */
 #define CLAIM_STREAM_CANDIDATES \
+	" WITH w AS (SELECT c.ctid, c.topic, c.ordering_key, c.seq FROM outbox.message c" \
+	STREAM_FRESH_AT("c", "$1", "$7") \
+	"  ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED)" \
 	" SELECT x.ctid FROM (" \
 	"  SELECT d.ctid FROM (SELECT c.ctid FROM outbox.message c" \
 	STREAM_DEFERRED_DUE("c", "$1", "$7") \
 	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
 	"  UNION ALL" \
+	"  SELECT w.ctid FROM w WHERE true" KEY_HEAD_AT("w", "$1", "$7") \
+	"  UNION ALL" \
 	"  SELECT f.ctid FROM (SELECT c.ctid FROM outbox.message c" \
 	STREAM_FRESH_DUE("c", "$1", "$7") \
+	"   AND (SELECT pg_catalog.count(*) FROM w) OPERATOR(pg_catalog.=) $3" \
+	"   AND c.seq OPERATOR(pg_catalog.>) (SELECT pg_catalog.max(w.seq) FROM w)" \
 	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
 	" ) x LIMIT $3)) "
 

@@ -285,6 +285,15 @@ static SavedStatement stmt_claim_delivered = {
 	STREAM_FRESH_AT(a, topic, pos) KEY_HEAD_AT(a, topic, pos)
 
 /*
+ * The window of a claim of one topic: a batch of its fresh due messages in
+ * stream order, locked (alias a, the columns cols).
+ */
+#define CLAIM_WINDOW(a, cols) \
+	"SELECT " cols " FROM outbox.message " a \
+	STREAM_FRESH_AT(a, "$1", "$7") \
+	" ORDER BY " a ".seq LIMIT $3 FOR UPDATE SKIP LOCKED"
+
+/*
  * The claims of one topic: first the deferred messages that are due, then
  * the fresh ones, together at most a batch.  Neither walks a message
  * finished before the claim position, so the cost of a claim does not
@@ -298,30 +307,33 @@ static SavedStatement stmt_claim_delivered = {
  * concurrent claim holds is skipped without a probe of message_key_idx,
  * and under several claimers most candidates are such messages.  The
  * non-heads of the window stay locked until the claim's transaction ends,
- * which keeps nobody from anything as long as it ends with the statement:
- * no claim may take them meanwhile.  (A claim inside a longer transaction
- * holds them back until that ends, when their heads complete elsewhere
- * first.)  Only when
- * the window is full do the messages after it follow, checked before they
- * are locked: a key whose head is held back with a long run of messages at
- * the front of the stream then costs one window of locks per claim, and
- * the keys behind it are still handed out.
+ * which keeps nobody from anything when it ends with the statement, as no
+ * claim may take them meanwhile (a claim inside a longer transaction holds
+ * them back until it ends, should their heads complete elsewhere first).
+ *
+ * Only when the window is full do the messages after it follow (f),
+ * checked before they are locked: so a key whose head is held back, with a
+ * long run of messages at the front of the stream, costs one window of
+ * locks per claim, and the keys behind it are still handed out.  Where the
+ * window ends is found by reading it again (e), which meets the rows this
+ * claim locked and skips the same others; it is read only when the window
+ * held too few heads.  (A common table expression read by both would save
+ * that, but materializing it made every claim of a topic without keys
+ * slower.)
  */
 #define CLAIM_STREAM_CANDIDATES \
-	" WITH w AS (SELECT c.ctid, c.topic, c.ordering_key, c.seq FROM outbox.message c" \
-	STREAM_FRESH_AT("c", "$1", "$7") \
-	"  ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED)" \
 	" SELECT x.ctid FROM (" \
 	"  SELECT d.ctid FROM (SELECT c.ctid FROM outbox.message c" \
 	STREAM_DEFERRED_DUE("c", "$1", "$7") \
 	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
 	"  UNION ALL" \
-	"  SELECT w.ctid FROM w WHERE true" KEY_HEAD_AT("w", "$1", "$7") \
+	"  SELECT w.ctid FROM (" CLAIM_WINDOW("c", "c.ctid, c.topic, c.ordering_key, c.seq") ") w" \
+	"   WHERE true" KEY_HEAD_AT("w", "$1", "$7") \
 	"  UNION ALL" \
 	"  SELECT f.ctid FROM (SELECT c.ctid FROM outbox.message c" \
 	STREAM_FRESH_DUE("c", "$1", "$7") \
-	"   AND (SELECT pg_catalog.count(*) FROM w) OPERATOR(pg_catalog.=) $3" \
-	"   AND c.seq OPERATOR(pg_catalog.>) (SELECT pg_catalog.max(w.seq) FROM w)" \
+	"   AND c.seq OPERATOR(pg_catalog.>) (SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.=) $3" \
+	"    THEN pg_catalog.max(e.seq) END FROM (" CLAIM_WINDOW("e", "e.seq") ") e)" \
 	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
 	" ) x LIMIT $3)) "
 

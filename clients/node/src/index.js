@@ -8,7 +8,17 @@
  */
 export { append, consumeOnce } from "./outbox.js";
 export { createOutbox } from "./create-outbox.js";
-export { claim, complete, errorText, extend, fail, purge, retryDead } from "./pull.js";
+export {
+  claim,
+  complete,
+  completeAndClaim,
+  completeMany,
+  errorText,
+  extend,
+  fail,
+  purge,
+  retryDead,
+} from "./pull.js";
 export { drainOnce, runWorker } from "./worker.js";
 export {
   envelopeSchema,

@@ -51,6 +51,34 @@ const CLAIM_SQL = `SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, 
        extract(epoch FROM m.leased_until - clock_timestamp())::float8 AS lease_left
   FROM outbox.claim($1, $2, $3, $4) AS m`;
 
+/* The same after completing the batch before, in one statement */
+const COMPLETE_AND_CLAIM_SQL = `SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.attempts,
+       m.leased_until, outbox.envelope(m) AS envelope,
+       extract(epoch FROM m.leased_until - clock_timestamp())::float8 AS lease_left
+  FROM outbox.complete_and_claim($5::uuid[], $1, $2, $3, $4) AS m`;
+
+/**
+ * The claimed rows as messages.
+ *
+ * @param {any[]} rows
+ * @returns {{ messages: OutboxMessage[], leaseLeft: number }}
+ */
+function claimedMessages(rows) {
+  return {
+    messages: rows.map((row) => ({
+      id: row.id,
+      topic: row.topic,
+      type: row.event_type,
+      payload: row.payload,
+      createdAt: row.created_at,
+      attempts: row.attempts,
+      leasedUntil: row.leased_until,
+      envelope: row.envelope,
+    })),
+    leaseLeft: rows.length === 0 ? 0 : rows[0].lease_left,
+  };
+}
+
 /**
  * Claims a batch and tells how long its leases were when the claim
  * returned (seconds, by the database's clock).
@@ -66,19 +94,7 @@ export async function claimBatch(query, options) {
     options.batchSize ?? null,
     options.leaseSeconds ?? null,
   ]);
-  return {
-    messages: rows.map((row) => ({
-      id: row.id,
-      topic: row.topic,
-      type: row.event_type,
-      payload: row.payload,
-      createdAt: row.created_at,
-      attempts: row.attempts,
-      leasedUntil: row.leased_until,
-      envelope: row.envelope,
-    })),
-    leaseLeft: rows.length === 0 ? 0 : rows[0].lease_left,
-  };
+  return claimedMessages(rows);
 }
 
 /**
@@ -105,6 +121,62 @@ export async function claim(query, options) {
 export async function complete(query, id, owner) {
   const { rows } = await toQuery(query, "query")("SELECT outbox.complete($1::uuid, $2) AS done", [id, owner]);
   return rows[0].done === true;
+}
+
+/**
+ * Marks delivered the messages of `ids` whose lease `owner` holds, in one
+ * statement (outbox.complete_many); returns how many it marked.  The others
+ * (another owner took them, or they are finished) are left as they are.
+ *
+ * @param {Query | Pool} query
+ * @param {string[]} ids
+ * @param {string} owner
+ * @returns {Promise<number>}
+ */
+export async function completeMany(query, ids, owner) {
+  const { rows } = await toQuery(query, "query")("SELECT outbox.complete_many($1::uuid[], $2) AS done", [
+    checkIds(ids, "completeMany"),
+    owner,
+  ]);
+  return rows[0].done;
+}
+
+/**
+ * Marks delivered the messages of `ids` that `options.owner` holds and
+ * claims the next batch, in one statement and one transaction
+ * (outbox.complete_and_claim): the loop of a pull worker that delivers a
+ * whole batch before it records it, with one round trip and one commit per
+ * batch.  Pass the ids of the messages delivered (none the first time);
+ * a failed one goes to fail first.
+ *
+ * @param {Query | Pool} query
+ * @param {string[]} ids
+ * @param {ClaimOptions} options
+ * @returns {Promise<OutboxMessage[]>}
+ */
+export async function completeAndClaim(query, ids, options) {
+  const { rows } = await toQuery(query, "query")(COMPLETE_AND_CLAIM_SQL, [
+    options.owner,
+    options.topic ?? null,
+    options.batchSize ?? null,
+    options.leaseSeconds ?? null,
+    checkIds(ids, "completeAndClaim"),
+  ]);
+  return claimedMessages(rows).messages;
+}
+
+/**
+ * The ids argument, checked: an array of strings.
+ *
+ * @param {unknown} ids
+ * @param {string} fn
+ * @returns {string[]}
+ */
+function checkIds(ids, fn) {
+  if (!Array.isArray(ids) || !ids.every((id) => typeof id === "string")) {
+    throw new TypeError(`${fn}: ids must be an array of message ids (strings)`);
+  }
+  return ids;
 }
 
 /**

@@ -115,6 +115,7 @@ export async function createTestDatabase(suffix) {
         outbox.extend(uuid, text, integer),
         outbox.complete(uuid, text),
         outbox.complete_many(uuid[], text),
+        outbox.complete_and_claim(uuid[], text, text, integer, integer),
         outbox.fail(uuid, text, text),
         outbox.envelope(outbox.message)
       TO ${id(workerRole)};

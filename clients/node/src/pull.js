@@ -46,15 +46,13 @@ const NO_ERROR_TEXT = "delivery failed without an error message";
  * order it returns them, which is the claim order.  lease_left tells the
  * lease length when the caller left it to the outbox.lease_seconds setting.
  */
-const CLAIM_SQL = `SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.attempts,
+const CLAIMED_COLUMNS = `m.id, m.topic, m.event_type, m.payload, m.created_at, m.attempts,
        m.leased_until, outbox.envelope(m) AS envelope,
-       extract(epoch FROM m.leased_until - clock_timestamp())::float8 AS lease_left
-  FROM outbox.claim($1, $2, $3, $4) AS m`;
+       extract(epoch FROM m.leased_until - clock_timestamp())::float8 AS lease_left`;
+const CLAIM_SQL = `SELECT ${CLAIMED_COLUMNS} FROM outbox.claim($1, $2, $3, $4) AS m`;
 
 /* The same after completing the batch before, in one statement */
-const COMPLETE_AND_CLAIM_SQL = `SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.attempts,
-       m.leased_until, outbox.envelope(m) AS envelope,
-       extract(epoch FROM m.leased_until - clock_timestamp())::float8 AS lease_left
+const COMPLETE_AND_CLAIM_SQL = `SELECT ${CLAIMED_COLUMNS}
   FROM outbox.complete_and_claim($5::uuid[], $1, $2, $3, $4) AS m`;
 
 /**

@@ -19,7 +19,7 @@
  *		stops when it gets nothing.  Prints one line:
  *		  "pull <system> messages=N seconds=S rate=R"
  *
- *	driver w8 SYSTEM conninfo topic workers batch clean hold recovery csv
+ *	driver w8 SYSTEM conninfo topic workers batch clean hold recovery csv [nohold]
  *		The consumers of W8 (a held xmin horizon) while producers run
  *		beside them (pgbench -R, started by bench/run): `workers` workers
  *		consume for clean + hold + recovery seconds (multiples of 5); when
@@ -36,6 +36,7 @@
  *		latency (the claim call; pgq: next_batch + get_batch_events) and
  *		the size of the queue's tables with their indexes and TOAST.  At
  *		the end one line of key=value figures, per phase and at release.
+ *		With nohold no snapshot is taken: a control run of the same shape.
  *
  *	driver notify conninfo topic channel total mode
  *		LISTENs on channel, then starts the delivery of `total` messages
@@ -883,7 +884,13 @@ sleep_until(double t_ms)
 		usleep(d > 100 ? 100000 : (useconds_t) (d * 1000));
 }
 
-/* driver w8 SYSTEM conninfo topic workers batch clean hold recovery csv */
+/*
+ * driver w8 SYSTEM conninfo topic workers batch clean hold recovery csv [nohold]
+ *
+ * With nohold, the "held" phase holds no snapshot: the same run as a control,
+ * which shows what the minutes of the hold cost without it (the table grows
+ * all the same, as no run purges).
+ */
 static int
 cmd_w8(int argc, char **argv)
 {
@@ -909,14 +916,16 @@ cmd_w8(int argc, char **argv)
 	FILE	   *csv;
 	PGconn	   *mon;
 	PGconn	   *hold;
+	int			nohold;
 	int			i;
 	int			k;
 
-	if (argc != 11)
+	if (argc != 11 && !(argc == 12 && strcmp(argv[11], "nohold") == 0))
 	{
-		fprintf(stderr, "usage: driver w8 krizaka|krizaka-worker|plain|pgq conninfo topic workers batch clean hold recovery csv\n");
+		fprintf(stderr, "usage: driver w8 krizaka|krizaka-worker|plain|pgq conninfo topic workers batch clean hold recovery csv [nohold]\n");
 		return 2;
 	}
+	nohold = argc == 12;
 	system = argv[2];
 	workers = atoi(argv[5]);
 	batch = atoi(argv[6]);
@@ -1010,8 +1019,11 @@ cmd_w8(int argc, char **argv)
 		{
 			/* a snapshot of another table, held: the xmin horizon stops here */
 			at[PHASE_HELD] = cur;
-			exec_ok(hold, "BEGIN ISOLATION LEVEL REPEATABLE READ");
-			exec_ok(hold, "SELECT count(*) FROM public.bench_unrelated");
+			if (!nohold)
+			{
+				exec_ok(hold, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+				exec_ok(hold, "SELECT count(*) FROM public.bench_unrelated");
+			}
 			pthread_mutex_lock(&sh.lock);
 			sh.phase = PHASE_HELD;
 			pthread_mutex_unlock(&sh.lock);
@@ -1019,7 +1031,8 @@ cmd_w8(int argc, char **argv)
 		else if (t == seconds[PHASE_CLEAN] + seconds[PHASE_HELD])
 		{
 			at[PHASE_RECOVERY] = cur;
-			exec_ok(hold, "COMMIT");
+			if (!nohold)
+				exec_ok(hold, "COMMIT");
 			pthread_mutex_lock(&sh.lock);
 			sh.phase = PHASE_RECOVERY;
 			pthread_mutex_unlock(&sh.lock);

@@ -157,4 +157,18 @@ SELECT payload FROM outbox.message WHERE topic = 'batchnull';
 DELETE FROM outbox.message WHERE topic = 'batchnull';
 SELECT regress.state() = :'before' AS unchanged;
 
+-- positions: a transaction's first message takes the position recorded for
+-- it, so a transaction of one message takes one position; the next
+-- messages of the transaction take one each
+SELECT last_value AS seq_before FROM outbox.message_seq \gset
+SELECT outbox.append('pos', 'evt.pos.v1', '1') IS NOT NULL AS appended;
+SELECT outbox.append('pos', 'evt.pos.v1', '2') IS NOT NULL AS appended;
+BEGIN;
+SELECT outbox.append('pos', 'evt.pos.v1', '3') IS NOT NULL AS appended;
+SELECT outbox.append('pos', 'evt.pos.v1', '4', regress.id(900)) IS NOT NULL AS appended;
+COMMIT;
+SELECT payload, seq - :seq_before AS taken FROM outbox.message WHERE topic = 'pos' ORDER BY seq;
+SELECT last_value - :seq_before AS positions_taken FROM outbox.message_seq;
+DELETE FROM outbox.message WHERE topic = 'pos';
+
 RESET TimeZone;

@@ -52,21 +52,30 @@
 	v ") "
 
 #define APPEND_ARGTYPES \
-	8, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, TEXTOID}
+	9, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, TEXTOID, INT8OID}
+
+/*
+ * The columns of 1.2: $9 is the position that StreamNoteAppend recorded for
+ * this transaction's first message, which takes it; the others take the
+ * next one from the sequence, as the column's default would.
+ */
+#define APPEND_COLUMNS_12 ", deferred, ordering_key, seq"
+#define APPEND_VALUES_12 ", $7, $8, COALESCE($9," \
+	" pg_catalog.nextval('outbox.message_seq'::pg_catalog.regclass))"
 
 /* A new id cannot conflict: no ON CONFLICT, no speculative insertion */
 #define APPEND_NEW(v, p) { \
 	APPEND_INSERT(v) "VALUES ($1, $2, $3, $4, $5, $6" p ")", \
 	SPI_OK_INSERT, APPEND_ARGTYPES, OBX_SCANS_ANY }
 static SavedStatement stmt_append_new[2] = {
-	APPEND_NEW("", ""), APPEND_NEW(", deferred, ordering_key", ", $7, $8")
+	APPEND_NEW("", ""), APPEND_NEW(APPEND_COLUMNS_12, APPEND_VALUES_12)
 };
 
 #define APPEND_ID(v, p) { \
 	APPEND_INSERT(v) "VALUES ($1, $2, $3, $4, $5, $6" p ") ON CONFLICT (id) DO NOTHING", \
 	SPI_OK_INSERT, APPEND_ARGTYPES, OBX_SCANS_ANY }
 static SavedStatement stmt_append[2] = {
-	APPEND_ID("", ""), APPEND_ID(", deferred, ordering_key", ", $7, $8")
+	APPEND_ID("", ""), APPEND_ID(APPEND_COLUMNS_12, APPEND_VALUES_12)
 };
 
 static SavedStatement stmt_append_same = {
@@ -274,7 +283,7 @@ static SavedStatement stmt_next_due = {
 #define PURGE_CHUNK		1000
 
 static int	obx_v(void);
-static void obx_append_begin(text *topic, text *ordering_key);
+static int64 obx_append_begin(text *topic, text *ordering_key);
 static void obx_append_args(Datum *args, char *nulls, text *topic,
 							text *event_type, Jsonb *payload, pg_uuid_t *id,
 							TimestampTz available_at, bool deferred,
@@ -293,14 +302,15 @@ obx_v(void)
  * Before an append: with an ordering key, wait for every other transaction
  * that appended to the key to end, so that the key's messages take their
  * positions in the order their transactions commit; then let the stream
- * record this transaction (StreamNoteAppend).
+ * record this transaction (StreamNoteAppend).  Returns the position it
+ * recorded for the transaction's first message, or 0.
  */
-static void
+static int64
 obx_append_begin(text *topic, text *ordering_key)
 {
 	if (ordering_key != NULL)
 		StreamLockKey(topic, ordering_key);
-	StreamNoteAppend();
+	return StreamNoteAppend();
 }
 
 /*
@@ -312,8 +322,9 @@ obx_append_args(Datum *args, char *nulls, text *topic, text *event_type,
 				Jsonb *payload, pg_uuid_t *id, TimestampTz available_at,
 				bool deferred, text *ordering_key)
 {
-	obx_append_begin(topic, ordering_key);
-	memset(nulls, ' ', 8);
+	int64		position = obx_append_begin(topic, ordering_key);
+
+	memset(nulls, ' ', 9);
 	args[0] = UUIDPGetDatum(id);
 	args[1] = PointerGetDatum(topic);
 	args[2] = PointerGetDatum(event_type);
@@ -323,6 +334,8 @@ obx_append_args(Datum *args, char *nulls, text *topic, text *event_type,
 	args[6] = BoolGetDatum(deferred);
 	args[7] = PointerGetDatum(ordering_key);
 	nulls[7] = ordering_key ? ' ' : 'n';
+	args[8] = Int64GetDatum(position);
+	nulls[8] = position > 0 ? ' ' : 'n';
 }
 
 /*
@@ -339,8 +352,8 @@ void
 StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 			TimestampTz available_at, bool deferred, text *ordering_key)
 {
-	Datum		args[8];
-	char		nulls[8];
+	Datum		args[9];
+	char		nulls[9];
 	int			tries;
 
 	obx_append_args(args, nulls, topic, event_type, payload, id, available_at,
@@ -382,8 +395,8 @@ void
 StoreAppendNew(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 			   TimestampTz available_at, bool deferred, text *ordering_key)
 {
-	Datum		args[8];
-	char		nulls[8];
+	Datum		args[9];
+	char		nulls[9];
 
 	obx_append_args(args, nulls, topic, event_type, payload, id, available_at,
 					deferred, ordering_key);
@@ -402,7 +415,7 @@ StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 	Datum		args[7];
 	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 
-	obx_append_begin(topic, ordering_key);
+	(void) obx_append_begin(topic, ordering_key);
 	args[0] = PointerGetDatum(ids);
 	args[1] = PointerGetDatum(topic);
 	args[2] = PointerGetDatum(event_type);

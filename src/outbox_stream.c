@@ -331,10 +331,13 @@ obx_relation(const char *name, const char *kind)
 
 /*
  * Before the first append of this transaction: record a position taken
- * now, below every position its appends will get.  A transaction that
- * cannot write skips it (the append fails with PostgreSQL's own error).
+ * now, at or below every position its appends will get.  Returns that
+ * position, for the first message to take (so a transaction of one
+ * message takes one position, not two), or 0 when nothing was recorded:
+ * not the first append, or no stream.  A transaction that cannot write
+ * skips it (the append fails with PostgreSQL's own error).
  */
-void
+int64
 StreamNoteAppend(void)
 {
 	StreamRecord *rec;
@@ -343,7 +346,7 @@ StreamNoteAppend(void)
 
 	if (stream_recorded || !StreamAvailable() || XactReadOnly ||
 		RecoveryInProgress())
-		return;
+		return 0;
 	seq = obx_relation("message_seq", "sequence");
 	rec = &stream_shared->records[MyProc->pgprocno];
 
@@ -353,6 +356,7 @@ StreamNoteAppend(void)
 	pg_atomic_write_u64(&rec->first, (uint64) first);
 	stream_recorded = true;
 	LWLockRelease(stream_shared->horizon_lock);
+	return first;
 }
 
 /*

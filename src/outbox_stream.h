@@ -23,8 +23,8 @@ extern bool StreamAvailable(void);
 /* before an append with an ordering key: wait for its other appenders */
 extern void StreamLockKey(text *topic, text *key);
 
-/* before this transaction appends its first message */
-extern void StreamNoteAppend(void);
+/* before this transaction appends its first message: the position it may take */
+extern int64 StreamNoteAppend(void);
 
 /* the first position an append still in progress may commit at */
 extern int64 StreamHorizon(void);

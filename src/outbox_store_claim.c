@@ -464,6 +464,7 @@ struct ClaimSink
 {
 	ClaimSinkPut put;
 	int			natts;			/* columns the rows must have; 0: any */
+	bool		dropped;		/* tupdesc has dropped columns */
 	TupleDesc	tupdesc;		/* tuplestore sink: the rows' descriptor */
 	Tuplestorestate *store;		/* ... and the store */
 	List	  **messages;		/* list sink: ClaimedMessages go onto this */
@@ -508,11 +509,36 @@ obx_claimed_message(Datum *vals, bool *isnull, const int *attno)
 	return m;
 }
 
-/* Tuplestore sink: the row as it is, a row of outbox.message. */
+/*
+ * Tuplestore sink: the row as a row of outbox.message.  A column an
+ * operator added to the table and dropped again stays in the row type,
+ * empty, where the statement's rows have no column.
+ */
 static void
 obx_put_tuple(ClaimSink *sink, Datum *vals, bool *isnull, const int *attno)
 {
-	tuplestore_putvalues(sink->store, sink->tupdesc, vals, isnull);
+	TupleDesc	desc = sink->tupdesc;
+	Datum		row[OUTBOX_MESSAGE_MAX_COLS];
+	bool		rownull[OUTBOX_MESSAGE_MAX_COLS];
+	int			i;
+	int			j = 0;
+
+	if (!sink->dropped)
+	{
+		tuplestore_putvalues(sink->store, desc, vals, isnull);
+		return;
+	}
+	for (i = 0; i < desc->natts; i++)
+	{
+		row[i] = (Datum) 0;
+		rownull[i] = true;
+		if (TupleDescAttr(desc, i)->attisdropped)
+			continue;
+		row[i] = vals[j];
+		rownull[i] = isnull[j];
+		j++;
+	}
+	tuplestore_putvalues(sink->store, desc, row, rownull);
 }
 
 /* List sink: the row as a ClaimedMessage in the sink's memory context. */
@@ -776,10 +802,20 @@ StoreClaimToTuplestore(const ClaimRequest *req, TupleDesc tupdesc,
 					   Tuplestorestate *store)
 {
 	ClaimSink	sink;
+	int			i;
 
 	memset(&sink, 0, sizeof(sink));
 	sink.put = obx_put_tuple;
-	sink.natts = tupdesc->natts;
+	if (tupdesc->natts > OUTBOX_MESSAGE_MAX_COLS)
+		elog(ERROR, "outbox.message has an unexpected shape (%d columns)",
+			 tupdesc->natts);
+	for (i = 0; i < tupdesc->natts; i++)
+	{
+		if (TupleDescAttr(tupdesc, i)->attisdropped)
+			sink.dropped = true;
+		else
+			sink.natts++;
+	}
 	sink.tupdesc = tupdesc;
 	sink.store = store;
 	return obx_claim(req, &sink);

@@ -25,6 +25,7 @@ OBJS = \
 	src/outbox_shmem.o \
 	src/outbox_spi.o \
 	src/outbox_store.o \
+	src/outbox_store_append.o \
 	src/outbox_store_claim.o \
 	src/outbox_store_routes.o \
 	src/outbox_stream.o \

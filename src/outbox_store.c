@@ -390,17 +390,22 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 	SpiFinish();
 }
 
-/* Insert one message whose id was just generated, so cannot conflict. */
+/*
+ * Insert one message whose id was just generated, so cannot conflict:
+ * directly into the table (outbox_store_append.c), or by the saved INSERT
+ * when the table needs the executor.
+ */
 void
 StoreAppendNew(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 			   TimestampTz available_at, bool deferred, text *ordering_key)
 {
-	Datum		args[9];
-	char		nulls[9];
+	Datum		args[APPEND_NCOLUMNS];
+	char		nulls[APPEND_NCOLUMNS];
 
 	obx_append_args(args, nulls, topic, event_type, payload, id, available_at,
 					deferred, ordering_key);
-	(void) SpiRun(&stmt_append_new[obx_v()], args, nulls);
+	if (!AppendDirect(args, nulls))
+		(void) SpiRun(&stmt_append_new[obx_v()], args, nulls);
 }
 
 /*

@@ -70,6 +70,14 @@ extern void StoreAppend(text *topic, text *event_type, Jsonb *payload,
 extern void StoreAppendNew(text *topic, text *event_type, Jsonb *payload,
 						   pg_uuid_t *id, TimestampTz available_at,
 						   bool deferred, text *ordering_key);
+/*
+ * outbox_store_append.c: the columns of an append, in the order of the
+ * parameters of its INSERT
+ */
+#define APPEND_NCOLUMNS		9
+#define APPEND_COLUMN_SEQ	8
+extern bool AppendDirect(const Datum *args, const char *nulls);
+
 extern void StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 							 ArrayType *payloads, TimestampTz available_at,
 							 text *ordering_key);

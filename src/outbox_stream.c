@@ -63,7 +63,9 @@
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "outbox_stream.h"
@@ -112,6 +114,13 @@ typedef struct StreamShared
 	StreamRecord records[FLEXIBLE_ARRAY_MEMBER];
 } StreamShared;
 
+/* outbox.message and outbox.message_seq, by name and as last found */
+#define STREAM_REL_MESSAGE	0
+#define STREAM_REL_SEQ		1
+#define STREAM_NRELS		2
+static const char *const stream_rel_names[STREAM_NRELS] = {"message", "message_seq"};
+static Oid	stream_rels[STREAM_NRELS];
+
 static StreamShared *stream_shared = NULL;
 static HTAB *stream_positions = NULL;
 static bool stream_recorded = false;	/* this transaction has a record */
@@ -125,7 +134,10 @@ static Size obx_stream_size(void);
 static void obx_stream_request(void);
 static void obx_stream_startup(void);
 static void obx_stream_xact(XactEvent event, void *arg);
-static Oid	obx_relation(const char *name, const char *kind);
+static void obx_forget_relation(Datum arg, Oid relid);
+static void obx_forget_relations(Datum arg, int cacheid, uint32 hashvalue);
+static Oid	obx_known_relation(int which);
+static Oid	obx_relation(int which, const char *kind);
 static bool obx_key(StreamKey *key, text *topic);
 static void obx_make_room(void);
 static void obx_record_prepare(void);
@@ -299,9 +311,7 @@ obx_record_prepared(void)
 bool
 StreamSchema(void)
 {
-	Oid			nsp = get_namespace_oid("outbox", true);
-
-	return OidIsValid(nsp) && OidIsValid(get_relname_relid("message_seq", nsp));
+	return OidIsValid(obx_known_relation(STREAM_REL_SEQ));
 }
 
 /*
@@ -314,12 +324,64 @@ StreamAvailable(void)
 	return stream_shared != NULL && stream_positions != NULL && StreamSchema();
 }
 
+/*
+ * Forget the relations looked up by name when the relation cache drops one
+ * of them (or everything), or a schema changes.
+ */
+static void
+obx_forget_relation(Datum arg, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < STREAM_NRELS; i++)
+		if (relid == InvalidOid || relid == stream_rels[i])
+			memset(stream_rels, 0, sizeof(stream_rels));
+}
+
+static void
+obx_forget_relations(Datum arg, int cacheid, uint32 hashvalue)
+{
+	memset(stream_rels, 0, sizeof(stream_rels));
+}
+
+/*
+ * The OID of outbox.message or outbox.message_seq (which), looked up by
+ * name once and kept until an invalidation; InvalidOid when missing (which
+ * is not kept: the next call looks again).
+ */
+static Oid
+obx_known_relation(int which)
+{
+	static bool callbacks = false;
+	Oid			nsp;
+
+	if (OidIsValid(stream_rels[which]))
+		return stream_rels[which];
+	if (!callbacks)
+	{
+		CacheRegisterRelcacheCallback(obx_forget_relation, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, obx_forget_relations,
+									  (Datum) 0);
+		callbacks = true;
+	}
+	nsp = get_namespace_oid("outbox", true);
+	if (OidIsValid(nsp))
+		stream_rels[which] = get_relname_relid(stream_rel_names[which], nsp);
+	return stream_rels[which];
+}
+
 /* The OID of outbox.<name>, a relation the extension made. */
 static Oid
-obx_relation(const char *name, const char *kind)
+obx_relation(int which, const char *kind)
 {
-	Oid			nsp = get_namespace_oid("outbox", false);
-	Oid			relid = get_relname_relid(name, nsp);
+	const char *name = stream_rel_names[which];
+	Oid			nsp;
+	Oid			relid = obx_known_relation(which);
+
+	if (OidIsValid(relid))
+		return relid;
+	nsp = get_namespace_oid("outbox", false);
+	relid = get_relname_relid(name, nsp);
 
 	if (!OidIsValid(relid))
 		ereport(ERROR,
@@ -347,7 +409,7 @@ StreamNoteAppend(void)
 	if (stream_recorded || !StreamAvailable() || XactReadOnly ||
 		RecoveryInProgress())
 		return 0;
-	seq = obx_relation("message_seq", "sequence");
+	seq = obx_relation(STREAM_REL_SEQ, "sequence");
 	rec = &stream_shared->records[MyProc->pgprocno];
 
 	LWLockAcquire(stream_shared->horizon_lock, LW_SHARED);
@@ -367,7 +429,7 @@ StreamNoteAppend(void)
 int64
 StreamHorizon(void)
 {
-	Oid			seq = obx_relation("message_seq", "sequence");
+	Oid			seq = obx_relation(STREAM_REL_SEQ, "sequence");
 	int			first_prepared = MaxBackends + NUM_AUXILIARY_PROCS;
 	int64		horizon;
 	int			i;
@@ -460,7 +522,7 @@ obx_key(StreamKey *key, text *topic)
 		return false;
 	memset(key, 0, sizeof(StreamKey));
 	key->dboid = MyDatabaseId;
-	key->relid = obx_relation("message", "table");
+	key->relid = obx_relation(STREAM_REL_MESSAGE, "table");
 	memcpy(key->topic, VARDATA_ANY(topic), len);
 	return true;
 }

@@ -49,11 +49,11 @@ DROP INDEX outbox.message_leased_idx;
 /*
  * No index holds delivered_at either, so that a completion is a HOT update
  * too: claims read the stream, not the pending messages of the due index,
- * and purge reads the messages by age (see krizaka_outbox--1.2.sql).
+ * and purge reads each topic's stream up to its first message created
+ * after the horizon (see krizaka_outbox--1.2.sql).
  */
 DROP INDEX outbox.message_due_topic_idx;
 DROP INDEX outbox.message_delivered_idx;
-CREATE INDEX message_created_idx ON outbox.message (created_at);
 
 /* room on each page for the versions that claim and complete write */
 ALTER TABLE outbox.message SET (fillfactor = 30);

@@ -91,13 +91,14 @@ CREATE INDEX message_key_deferred_idx ON outbox.message (topic, ordering_key, se
     WHERE deferred AND ordering_key IS NOT NULL AND dead_at IS NULL;
 
 /*
- * Purge reads the messages by age: a message is delivered or dead after it
- * was appended, so every message finished before the purge horizon was
- * created before it.  Dead messages have an index of their own for
- * retry_dead_topic and topic_stats (dead_at changes only on failure and
- * revival, which are rare).
+ * Purge reads each topic's stream from its start to its first message
+ * created at or after the horizon: that message took its position after
+ * the horizon, so did every later one, and a message is delivered or dead
+ * only after its append committed (src/outbox_store.c).  So no index by
+ * age: an append writes two index entries, the key and the stream.  Dead
+ * messages have an index of their own for retry_dead_topic and topic_stats
+ * (dead_at changes only on failure and revival, which are rare).
  */
-CREATE INDEX message_created_idx ON outbox.message (created_at);
 CREATE INDEX message_dead_idx ON outbox.message (dead_at) INCLUDE (topic)
     WHERE dead_at IS NOT NULL;
 

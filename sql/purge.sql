@@ -112,11 +112,11 @@ SELECT outbox.purge('1 hour', 1000000) AS purged;
 SELECT outbox.purge('1 hour', 9223372036854775807) AS purged;
 SELECT * FROM pg_temp.left_over();
 
--- more rows than one chunk
+-- more rows than one chunk (appended in one transaction a month ago)
 SELECT regress.reset();
 SELECT count(outbox.append('many', 'evt.purge.v1', to_jsonb(i))) FROM generate_series(1, 2500) AS i;
-UPDATE outbox.message SET created_at = clock_timestamp() - interval '31 days',
-                          delivered_at = clock_timestamp() - interval '30 days'
+UPDATE outbox.message SET created_at = clock_timestamp() - interval '31 days';
+UPDATE outbox.message SET delivered_at = clock_timestamp() - interval '30 days'
  WHERE (payload #>> '{}')::int % 5 <> 0;
 SELECT count(*) AS finished FROM outbox.message WHERE delivered_at IS NOT NULL;
 SELECT outbox.purge(NULL, 1500) AS purged;
@@ -124,6 +124,25 @@ SELECT outbox.purge(NULL, 1500) AS purged;
 SELECT outbox.purge() AS purged;
 SELECT count(*) AS left, count(*) FILTER (WHERE delivered_at IS NULL) AS undelivered
   FROM outbox.message;
+
+-- purge reads each topic's stream only up to its first message appended
+-- after the horizon: here 10 finished messages of a month ago in two
+-- topics, then 2000 fresh ones, of which it reads a few
+SELECT regress.reset();
+SELECT count(outbox.append(t, 'evt.purge.v1', to_jsonb(i)))
+  FROM generate_series(1, 5) AS i, (VALUES ('old1'), ('old2')) AS v(t);
+UPDATE outbox.message SET created_at = clock_timestamp() - interval '31 days',
+                          delivered_at = clock_timestamp() - interval '30 days';
+SELECT count(outbox.append(t, 'evt.purge.v1', to_jsonb(i)))
+  FROM generate_series(1, 1000) AS i, (VALUES ('old1'), ('old2')) AS v(t);
+BEGIN;
+SELECT seq_scan AS seq0, idx_tup_fetch AS fetch0 FROM pg_stat_xact_user_tables
+ WHERE relid = 'outbox.message'::regclass \gset
+SELECT outbox.purge() AS purged;
+SELECT seq_scan - :seq0 AS seq_scans, idx_tup_fetch - :fetch0 < 100 AS read_little
+  FROM pg_stat_xact_user_tables WHERE relid = 'outbox.message'::regclass;
+COMMIT;
+SELECT topic, count(*) FROM outbox.message GROUP BY topic ORDER BY topic;
 
 -- a purged id may be appended again, with any content
 SELECT pg_temp.fill();

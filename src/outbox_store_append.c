@@ -13,8 +13,8 @@
  * looks like (its columns, their defaults, its indexes with their
  * predicates compiled) is kept until the relation cache says it changed,
  * and a call only locks the table, forms the row, and inserts it into the
- * heap and into the indexes whose predicate it meets (three for a message
- * without ordering key or delay: the primary key, the stream and purge's).
+ * heap and into the indexes whose predicate it meets (two for a message
+ * without ordering key or delay: the primary key and the stream).
  *
  * This is the path for a table as the extension makes it.  When the table
  * has anything the executor would have to run around the row (triggers,

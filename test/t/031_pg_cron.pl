@@ -22,12 +22,13 @@ $node->safe_psql('postgres', q{
 	CREATE EXTENSION pg_cron;
 	CREATE EXTENSION krizaka_outbox;
 	SELECT outbox.route_notify('credits', 'credits_events');
-	SELECT outbox.append('credits', 'evt.x.v1', jsonb_build_object('n', g)) FROM generate_series(1, 3) g;
-	-- a message delivered a month ago, which purge removes
+	-- a message appended and delivered a month ago (before the others), which
+	-- purge removes
 	SELECT outbox.append('credits', 'evt.old.v1', '{}', '01890a5d-ac96-774b-bcce-b302099a8000');
 	UPDATE outbox.message SET created_at = now() - interval '31 days',
 	       delivered_at = now() - interval '30 days', attempts = 1
 	 WHERE id = '01890a5d-ac96-774b-bcce-b302099a8000';
+	SELECT outbox.append('credits', 'evt.x.v1', jsonb_build_object('n', g)) FROM generate_series(1, 3) g;
 	-- an old run-history row that the cleanup job removes
 	INSERT INTO cron.job_run_details (jobid, runid, job_pid, database, username, command, status, start_time, end_time)
 	VALUES (0, 0, 0, 'postgres', 'postgres', 'SELECT 1', 'succeeded', now() - interval '30 days', now() - interval '30 days');

@@ -8,8 +8,8 @@
  * An append is the one write every business transaction pays for, so it
  * should cost what a bare INSERT costs.  Through SPI it also paid for the
  * statement around the row (plan check, executor start and end, opening
- * all seven indexes and compiling the predicates of the four partial ones)
- * on every call.  Here that work is done once per backend: what the table
+ * every index and compiling the predicates of the partial ones) on every
+ * call.  Here that work is done once per backend: what the table
  * looks like (its columns, their defaults, its indexes with their
  * predicates compiled) is kept until the relation cache says it changed,
  * and a call only locks the table, forms the row, and inserts it into the

@@ -42,7 +42,6 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
@@ -57,10 +56,10 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
-#include "utils/syscache.h"
 
 #include "outbox.h"
 #include "outbox_store.h"
+#include "outbox_stream.h"
 
 /*
  * The columns an append fills, in the order of its parameters (APPEND_*),
@@ -109,8 +108,6 @@ static MemoryContext append_cxt = NULL;
 static bool callbacks_registered = false;
 
 static void obx_forget_relation(Datum arg, Oid relid);
-static void obx_forget_namespace(Datum arg, int cacheid, uint32 hashvalue);
-static Oid	obx_message_relid(void);
 static void obx_examine(Relation rel);
 static bool obx_examine_columns(Relation rel);
 static bool obx_examine_indexes(Relation rel);
@@ -136,25 +133,6 @@ obx_forget_relation(Datum arg, Oid relid)
 			target.valid = false;
 }
 
-/* A schema was created, renamed or dropped: find the table by name again. */
-static void
-obx_forget_namespace(Datum arg, int cacheid, uint32 hashvalue)
-{
-	target.valid = false;
-}
-
-/* outbox.message, as known or looked up by name; InvalidOid when missing */
-static Oid
-obx_message_relid(void)
-{
-	Oid			nsp;
-
-	if (target.valid)
-		return target.relid;
-	nsp = get_namespace_oid("outbox", true);
-	return OidIsValid(nsp) ? get_relname_relid("message", nsp) : InvalidOid;
-}
-
 /*
  * Look at the table (locked by the caller) and keep what a direct insert
  * needs, or that it cannot be done.
@@ -169,8 +147,6 @@ obx_examine(Relation rel)
 	if (!callbacks_registered)
 	{
 		CacheRegisterRelcacheCallback(obx_forget_relation, (Datum) 0);
-		CacheRegisterSyscacheCallback(NAMESPACEOID, obx_forget_namespace,
-									  (Datum) 0);
 		callbacks_registered = true;
 	}
 	if (append_cxt == NULL)
@@ -345,7 +321,8 @@ AppendDirect(const Datum *args, const char *nulls)
 	/* a transaction that may not write gets the INSERT's error */
 	if (XactReadOnly || IsInParallelMode())
 		return false;
-	relid = obx_message_relid();
+	/* by name, as outbox_stream.c keeps it (a schema renamed finds another) */
+	relid = StreamMessageRelid();
 	if (!OidIsValid(relid))
 		return false;
 

@@ -314,6 +314,13 @@ StreamSchema(void)
 	return OidIsValid(obx_known_relation(STREAM_REL_SEQ));
 }
 
+/* outbox.message, as last found by name; InvalidOid when it is missing */
+Oid
+StreamMessageRelid(void)
+{
+	return obx_known_relation(STREAM_REL_MESSAGE);
+}
+
 /*
  * Whether claims can keep positions: the shared memory exists and the
  * tables have positions.

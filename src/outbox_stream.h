@@ -18,6 +18,7 @@ extern void OutboxStreamInit(void);
 
 /* whether the tables have positions (1.2); and claims can keep them */
 extern bool StreamSchema(void);
+extern Oid	StreamMessageRelid(void);
 extern bool StreamAvailable(void);
 
 /* before an append with an ordering key: wait for its other appenders */

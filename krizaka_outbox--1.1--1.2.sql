@@ -62,7 +62,8 @@ ALTER TABLE outbox.message SET (fillfactor = 30);
  * Ordering keys: a column, its index, and append and append_batch with a
  * last parameter ordering_key.  The new functions replace the old ones
  * (an overload would make every call without a key ambiguous) and get
- * every privilege the old ones had.
+ * every privilege the old ones had.  append is SECURITY INVOKER: its C
+ * code switches to the function's owner itself (see krizaka_outbox--1.2.sql).
  */
 ALTER TABLE outbox.message ADD COLUMN ordering_key text COLLATE pg_catalog."C";
 
@@ -80,8 +81,7 @@ CREATE FUNCTION outbox.append(
     ordering_key text DEFAULT NULL)
 RETURNS uuid
 AS 'MODULE_PATHNAME', 'outbox_append'
-LANGUAGE C VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp;
+LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz, text) IS
     'Public: append one message in the caller''s transaction; idempotent when an id is given; with an ordering key, delivered after the key''s earlier messages. Returns the message id.';

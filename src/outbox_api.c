@@ -67,7 +67,8 @@ obx_ordering_key(FunctionCallInfo fcinfo, int argno)
  * returns uuid
  *
  * Appends a message in the caller's transaction; with a given id, a repeat
- * with the same content is a no-op that returns the id.
+ * with the same content is a no-op that returns the id.  SECURITY INVOKER:
+ * the call switches to the function's owner itself (outbox_identity.c).
  */
 Datum
 outbox_append(PG_FUNCTION_ARGS)
@@ -79,12 +80,14 @@ outbox_append(PG_FUNCTION_ARGS)
 	pg_uuid_t  *id;
 	TimestampTz available_at;
 	text	   *key;
+	SavedIdentity caller;
 
 	CheckNotNull(PG_ARGISNULL(2), "payload");
 	payload = PG_GETARG_JSONB_P(2);
 	available_at = CheckAvailableAt(PG_GETARG_DATUM(4), PG_ARGISNULL(4), now);
 	key = obx_ordering_key(fcinfo, 5);
 
+	IdentityBecomeFunctionOwner(fcinfo, &caller);
 	if (PG_ARGISNULL(3))
 	{
 		id = palloc(sizeof(pg_uuid_t));
@@ -99,6 +102,7 @@ outbox_append(PG_FUNCTION_ARGS)
 					key);
 	}
 	WakeWorkerForTopic(topic);
+	IdentityRestore(&caller);
 	PG_RETURN_UUID_P(id);
 }
 

@@ -10,6 +10,12 @@
  * code the statement declares, so a statement that did something else (a
  * rule, a changed table) stops with an error instead of being misread.
  *
+ * Every statement is planned and run with search_path pinned to the one
+ * of the SECURITY DEFINER functions: outbox.append, SECURITY INVOKER for
+ * speed (outbox_identity.c), calls in with its caller's, and the worker
+ * starts with the server's.  The statements qualify every name anyway; the
+ * pin covers what they run that is not theirs (an operator's triggers).
+ *
  * Plans are made with sequential scans switched off, and bitmap scans too
  * except where a statement asks for them (purge).  A queue table is often
  * empty when a plan is made (after a TRUNCATE, or a VACUUM of a drained
@@ -35,11 +41,12 @@
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
 
+#include "outbox_identity.h"
 #include "outbox_spi.h"
 
 static SPIPlanPtr obx_plan(SavedStatement *stmt);
-static int	obx_scans_begin(SavedStatementScans scans);
-static void obx_scans_end(int nestlevel);
+static int	obx_settings_begin(SavedStatementScans scans);
+static void obx_settings_end(int nestlevel);
 static uint64 obx_execute(SavedStatement *stmt, Datum *args,
 						  const char *nulls, Snapshot snapshot,
 						  bool read_only, long count);
@@ -71,20 +78,22 @@ obx_plan(SavedStatement *stmt)
 }
 
 /*
- * Switch off the scans that scans excludes, for the statement about to run
- * and for its planning, which happens inside its execution when the plan
- * cache finds the plan missing or stale.  Returns the GUC nest level to
- * pass to obx_scans_end, or 0 when nothing was changed; an error unwinds
- * the settings with the (sub)transaction.
+ * The settings of the statement about to run and of its planning, which
+ * happens inside its execution when the plan cache finds the plan missing
+ * or stale: the search path pinned (IdentityPinSearchPath; outbox.append
+ * runs with its caller's), and the scans that scans excludes switched off.
+ * Returns the GUC nest level to pass to obx_settings_end, or 0 when nothing
+ * was changed; an error unwinds the settings with the (sub)transaction.
  */
 static int
-obx_scans_begin(SavedStatementScans scans)
+obx_settings_begin(SavedStatementScans scans)
 {
-	int			nestlevel;
+	int			nestlevel = IdentityPinSearchPath();
 
 	if (scans == OBX_SCANS_ANY)
-		return 0;
-	nestlevel = NewGUCNestLevel();
+		return nestlevel;
+	if (nestlevel == 0)
+		nestlevel = NewGUCNestLevel();
 	(void) set_config_option("enable_seqscan", "off", PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (scans == OBX_SCANS_INDEX)
@@ -93,12 +102,11 @@ obx_scans_begin(SavedStatementScans scans)
 	return nestlevel;
 }
 
-/* Restore the settings changed by obx_scans_begin. */
+/* Restore the settings changed by obx_settings_begin. */
 static void
-obx_scans_end(int nestlevel)
+obx_settings_end(int nestlevel)
 {
-	if (nestlevel > 0)
-		AtEOXact_GUC(true, nestlevel);
+	IdentityUnpinSearchPath(nestlevel);
 }
 
 /* Open a connection to SPI for the statements that follow. */
@@ -127,7 +135,7 @@ static uint64
 obx_execute(SavedStatement *stmt, Datum *args, const char *nulls,
 			Snapshot snapshot, bool read_only, long count)
 {
-	int			nestlevel = obx_scans_begin(stmt->scans);
+	int			nestlevel = obx_settings_begin(stmt->scans);
 	int			ret;
 
 	if (snapshot == InvalidSnapshot)
@@ -135,7 +143,7 @@ obx_execute(SavedStatement *stmt, Datum *args, const char *nulls,
 	else
 		ret = SPI_execute_snapshot(obx_plan(stmt), args, nulls, snapshot,
 								   InvalidSnapshot, read_only, false, count);
-	obx_scans_end(nestlevel);
+	obx_settings_end(nestlevel);
 	if (ret != stmt->expect)
 		elog(ERROR, "%s failed for \"%s\": %s",
 			 snapshot == InvalidSnapshot ? "SPI_execute_plan" : "SPI_execute_snapshot",
@@ -187,11 +195,11 @@ SpiExecuteCommitted(SavedStatement *stmt, Datum *args, const char *nulls,
 Portal
 SpiOpenCursor(SavedStatement *stmt, Datum *args, const char *nulls)
 {
-	int			nestlevel = obx_scans_begin(stmt->scans);
+	int			nestlevel = obx_settings_begin(stmt->scans);
 	Portal		portal;
 
 	portal = SPI_cursor_open(NULL, obx_plan(stmt), args, nulls, true);
-	obx_scans_end(nestlevel);
+	obx_settings_end(nestlevel);
 	return portal;
 }
 

@@ -26,6 +26,18 @@
  * role may not insert: nothing has been written yet, and the INSERT then
  * raises PostgreSQL's own error.
  *
+ * Whose code runs: append runs as the table's owner but with its caller's
+ * search path (outbox_identity.c), and a row written here runs no
+ * statement, only the table's defaults, CHECK constraints, index predicates
+ * and index support functions.  Those of the table as the extension makes
+ * it are constants, tests for NULL and built-in immutable functions, which
+ * cannot depend on the search path.  When one of them can (a function that
+ * is not built in or not immutable, such as an operator's function in a
+ * default or a lookup by name, a domain's CHECK, an index's own operator
+ * class), the insert pins the search path, as the INSERT would.  The table
+ * is examined under the pinned path too: planning the expressions inlines
+ * SQL functions, whose bodies are parsed then.
+ *
  * Locks: the table is locked as an INSERT locks it (ROW EXCLUSIVE), and so
  * is each index an entry goes into.  An index the row has no entry in is
  * not opened: it cannot appear or disappear under that table lock
@@ -37,17 +49,21 @@
  */
 #include "postgres.h"
 
+#include "access/amapi.h"
 #include "access/genam.h"
+#include "access/transam.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "rewrite/rewriteHandler.h"
 #include "storage/lmgr.h"
@@ -91,6 +107,7 @@ typedef struct AppendTarget
 {
 	bool		valid;			/* false: look again at the next call */
 	bool		direct;
+	bool		pin_path;		/* runs code that is not built in */
 	Oid			relid;
 	Oid			seqid;
 	TupleDesc	tupdesc;
@@ -112,6 +129,47 @@ static void obx_examine(Relation rel);
 static bool obx_examine_columns(Relation rel);
 static bool obx_examine_indexes(Relation rel);
 static bool obx_row_acceptable(void);
+static bool obx_path_dependent_function(Oid func, void *context);
+static bool obx_path_dependent(Node *node, void *context);
+static Expr *obx_plan_expr(Expr *expr);
+
+/*
+ * Whether a function may depend on the search path: any but the server's
+ * own immutable functions (an operator's function, a lookup by name, a
+ * function that runs a query).
+ */
+static bool
+obx_path_dependent_function(Oid func, void *context)
+{
+	return OidIsValid(func) &&
+		(func >= FirstNormalObjectId || func_volatile(func) != PROVOLATILE_IMMUTABLE);
+}
+
+/*
+ * Whether evaluating the expression may depend on the search path: through
+ * a function, or a domain's constraints (which are not in the tree).
+ */
+static bool
+obx_path_dependent(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, CoerceToDomain) ||
+		check_functions_in_node(node, obx_path_dependent_function, NULL))
+		return true;
+	return expression_tree_walker(node, obx_path_dependent, context);
+}
+
+/* An expression ready to compile, noting whether it needs the pinned path */
+static Expr *
+obx_plan_expr(Expr *expr)
+{
+	Expr	   *planned = expression_planner(expr);
+
+	if (obx_path_dependent((Node *) planned, NULL))
+		target.pin_path = true;
+	return planned;
+}
 
 /*
  * The relation cache changed a relation: forget the table if it was this
@@ -221,8 +279,7 @@ obx_examine_columns(Relation rel)
 		/* a column without default and of a domain gets the domain's NULL */
 		def = build_column_default(rel, i + 1);
 		if (def != NULL)
-			target.defaults[i] = ExecInitExpr(expression_planner((Expr *) def),
-											  NULL);
+			target.defaults[i] = ExecInitExpr(obx_plan_expr((Expr *) def), NULL);
 		else if (att->attnotnull || get_typtype(att->atttypid) == TYPTYPE_DOMAIN)
 			return false;
 	}
@@ -237,7 +294,7 @@ obx_examine_columns(Relation rel)
 		checks = list_concat(checks, make_ands_implicit((Expr *) check));
 	}
 	if (checks != NIL)
-		target.checks = ExecInitCheck((List *) expression_planner((Expr *) checks),
+		target.checks = ExecInitCheck((List *) obx_plan_expr((Expr *) checks),
 									  NULL);
 	return true;
 }
@@ -263,7 +320,14 @@ obx_examine_indexes(Relation rel)
 		bool		usable = index->rd_rel->relam == BTREE_AM_OID &&
 			index->rd_index->indimmediate &&
 			info->ii_Expressions == NIL && info->ii_ExclusionOps == NULL;
+		int			k;
+		int			proc;
 
+		/* the comparison (and other support) functions of its keys */
+		for (k = 1; usable && k <= IndexRelationGetNumberOfKeyAttributes(index); k++)
+			for (proc = 1; proc <= index->rd_indam->amsupport; proc++)
+				if (obx_path_dependent_function(index_getprocid(index, k, proc), NULL))
+					target.pin_path = true;
 		index_close(index, NoLock);
 		if (!usable)
 			return false;
@@ -273,7 +337,7 @@ obx_examine_indexes(Relation rel)
 		target.indexes[target.nindexes].info = info;
 		if (info->ii_Predicate != NIL)
 			target.indexes[target.nindexes].predicate =
-				ExecInitQual((List *) expression_planner((Expr *) info->ii_Predicate),
+				ExecInitQual((List *) obx_plan_expr((Expr *) info->ii_Predicate),
 							 NULL);
 		target.nindexes++;
 	}
@@ -316,6 +380,7 @@ AppendDirect(const Datum *args, const char *nulls)
 	Relation	rel;
 	TupleTableSlot *slot;
 	ExprContext *econtext;
+	int			pinned;
 	int			i;
 
 	/* a transaction that may not write gets the INSERT's error */
@@ -329,7 +394,11 @@ AppendDirect(const Datum *args, const char *nulls)
 	/* the lock reads the invalidations: target may be stale after it */
 	rel = table_open(relid, RowExclusiveLock);
 	if (!target.valid || target.relid != relid)
+	{
+		pinned = IdentityPinSearchPath();
 		obx_examine(rel);
+		IdentityUnpinSearchPath(pinned);
+	}
 	if (!target.direct ||
 		pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
 	{
@@ -337,6 +406,7 @@ AppendDirect(const Datum *args, const char *nulls)
 		return false;
 	}
 
+	pinned = target.pin_path ? IdentityPinSearchPath() : 0;
 	slot = target.slot;
 	econtext = target.econtext;
 	ExecClearTuple(slot);
@@ -367,6 +437,7 @@ AppendDirect(const Datum *args, const char *nulls)
 	{
 		ExecClearTuple(slot);
 		ResetExprContext(econtext);
+		IdentityUnpinSearchPath(pinned);
 		table_close(rel, NoLock);
 		return false;
 	}
@@ -393,6 +464,7 @@ AppendDirect(const Datum *args, const char *nulls)
 
 	ExecClearTuple(slot);
 	ResetExprContext(econtext);
+	IdentityUnpinSearchPath(pinned);
 	table_close(rel, NoLock);
 
 	/* as after the INSERT: what follows in this transaction sees the row */

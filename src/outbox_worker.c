@@ -316,6 +316,9 @@ OutboxWorkerMain(Datum main_arg)
 	RegisterXactCallback(obx_worker_xact_callback, NULL);
 	SetConfigOption("application_name", OBX_WORKER_TYPE,
 					PGC_USERSET, PGC_S_SESSION);
+	/* the path every statement of the store pins: set once, not per call */
+	SetConfigOption("search_path", IDENTITY_SEARCH_PATH,
+					PGC_USERSET, PGC_S_SESSION);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	ereport(DEBUG1,
 			(errmsg_internal("krizaka_outbox worker started in database %u",

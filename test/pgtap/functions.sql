@@ -21,7 +21,7 @@ CREATE TEMP TABLE fn (
 INSERT INTO fn VALUES
     ('append', '{text,text,jsonb,uuid,timestamp with time zone,text}',
      'topic text, type text, payload jsonb, id uuid DEFAULT NULL::uuid, available_at timestamp with time zone DEFAULT NULL::timestamp with time zone, ordering_key text DEFAULT NULL::text',
-     'uuid', true, true, 'volatile', 'u', 3),
+     'uuid', false, false, 'volatile', 'u', 3),
     ('append_batch', '{text,text,jsonb[],text}',
      'topic text, type text, payloads jsonb[], ordering_key text DEFAULT NULL::text',
      'setof uuid', true, true, 'volatile', 'u', 3),
@@ -95,7 +95,8 @@ SELECT function_returns('outbox', name, args, returns, format('outbox.%s returns
 -- SECURITY DEFINER with search_path = pg_catalog, pg_temp exactly where the
 -- tables are touched; envelope and worker_status run as the caller, and so do
 -- route_remote and drain_once, which need the caller's identity for the
--- remote connection (they keep the fixed search_path)
+-- remote connection (they keep the fixed search_path); append switches to
+-- its owner and pins search_path in its C code (sql/append_identity.sql)
 SELECT CASE WHEN definer
             THEN is_definer('outbox', name, args, format('outbox.%s is SECURITY DEFINER', name))
             ELSE isnt_definer('outbox', name, args, format('outbox.%s is not SECURITY DEFINER', name))

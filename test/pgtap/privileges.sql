@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(194);
+SELECT plan(196);
 
 --
 -- nothing for PUBLIC: not the schema, not the tables, not one function
@@ -145,12 +145,16 @@ TRUNCATE outbox.message, outbox.processed;
 -- the writer appends and marks, and does nothing else
 SELECT is(pg_temp.as_role('outbox_test_writer', $$SELECT outbox.append('t', 'evt.t.v1', '{}', '00000000-0000-7000-8000-000000000001')$$),
           'ok', 'writer: append');
+SELECT is(pg_temp.as_role('outbox_test_writer', $$SELECT outbox.append('t', 'evt.t.v1', '{"new": true}')$$),
+          'ok', 'writer: append with a new id');
 SELECT is(pg_temp.as_role('outbox_test_writer', $$SELECT outbox.append_batch('t', 'evt.t.v1', ARRAY['1', '2']::jsonb[])$$),
           'ok', 'writer: append_batch');
 SELECT is(pg_temp.as_role('outbox_test_writer', $$SELECT outbox.consume_once('c', '00000000-0000-7000-8000-000000000001')$$),
           'ok', 'writer: consume_once');
 SELECT is((SELECT count(*) FROM outbox.message WHERE id = '00000000-0000-7000-8000-000000000001'), 1::bigint,
           'the writer''s message is stored');
+SELECT is((SELECT count(*) FROM outbox.message WHERE payload = '{"new": true}'), 1::bigint,
+          'the writer''s message with a new id is stored');
 SELECT is((SELECT count(*) FROM outbox.processed), 1::bigint, 'the writer''s marker is stored');
 SELECT is(pg_temp.as_role('outbox_test_writer', v.stmt), '42501', 'writer: ' || v.what)
   FROM (VALUES ('cannot read outbox.message', $$SELECT count(*) FROM outbox.message$$),

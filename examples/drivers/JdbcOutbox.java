@@ -1,7 +1,8 @@
 // krizaka_outbox from pgjdbc (Debian: libpostgresql-jdbc-java), Java 17.
 //
 // Appends in a business transaction, claims, completes with complete_many,
-// fails one message, consumes once, and receives envelopes of a NOTIFY route.
+// fails one message, consumes once, runs a pull worker's loop with
+// complete_and_claim, and receives envelopes of a NOTIFY route.
 // Connects to jdbc:postgresql://$PGHOST:$PGPORT/$PGDATABASE as $PGUSER (a TCP
 // host) to a database prepared by setup.sql; prints one line per check and
 // exits 1 on any mismatch.  Runs from source:
@@ -57,6 +58,22 @@ public class JdbcOutbox {
                 return rs.getObject(1);
             }
         }
+    }
+
+    /** Runs a statement with its parameters and returns its column id, in order. */
+    static List<UUID> idsOf(Connection conn, String sql, Object... params) throws SQLException {
+        List<UUID> ids = new ArrayList<>();
+        try (PreparedStatement st = conn.prepareStatement(sql)) {
+            for (int i = 0; i < params.length; i++) {
+                st.setObject(i + 1, params[i]);
+            }
+            try (ResultSet rs = st.executeQuery()) {
+                while (rs.next()) {
+                    ids.add(rs.getObject("id", UUID.class));
+                }
+            }
+        }
+        return ids;
     }
 
     /** The SQLSTATE a statement fails with, or "no error". */
@@ -274,7 +291,25 @@ public class JdbcOutbox {
             }
         }
 
-        // 7. LISTEN on the channel of the route of 'shop.live'; the background
+        // 7. The pull worker's loop: complete_and_claim completes the batch
+        //    just delivered and claims the next in one call and one commit.
+        String loop = topic + ".loop";
+        conn.setAutoCommit(false);
+        UUID first = append(conn, loop, "{\"n\": 1}", null);
+        UUID second = append(conn, loop, "{\"n\": 2}", null);
+        conn.commit();
+        conn.setAutoCommit(true);
+        List<UUID> batch = idsOf(conn, "SELECT id FROM outbox.claim(?, ?, ?)", OWNER, loop, 1);
+        check("claim one", batch, List.of(first));
+        batch = idsOf(conn, "SELECT id FROM outbox.complete_and_claim(?, ?, ?, ?)",
+            conn.createArrayOf("uuid", batch.toArray(new UUID[0])), OWNER, loop, 10);
+        check("complete_and_claim: the next batch", batch, List.of(second));
+        check("complete_many: the last batch", one(conn, "SELECT outbox.complete_many(?, ?)",
+            conn.createArrayOf("uuid", batch.toArray(new UUID[0])), OWNER), 1);
+        check("loop: both delivered", one(conn,
+            "SELECT count(*)::int FROM outbox.message WHERE topic = ? AND delivered_at IS NOT NULL", loop), 2);
+
+        // 8. LISTEN on the channel of the route of 'shop.live'; the background
         //    worker notifies after the commit.  A notification over 8000 bytes
         //    comes without its payload and with "truncated": true: fetch it
         //    with envelope_by_id.  The JDK has no JSON parser: the server

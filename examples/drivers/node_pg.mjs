@@ -1,7 +1,8 @@
 // krizaka_outbox from node-postgres (npm: pg).
 //
 // Appends in a business transaction, claims, completes with complete_many,
-// fails one message, consumes once, and receives envelopes of a NOTIFY route.
+// fails one message, consumes once, runs a pull worker's loop with
+// complete_and_claim, and receives envelopes of a NOTIFY route.
 // Connects with the libpq environment (PGHOST, PGPORT, PGUSER, PGDATABASE) to
 // a database prepared by setup.sql; prints one line per check and exits 1 on
 // any mismatch.
@@ -122,7 +123,24 @@ const { age_seconds: ageSeconds, ...counts } = stats;
 check("topic_stats counts", counts, { due: 0, delayed: 2, leased: 0, dead: 0, delivered: claimed.length - 1 });
 check("topic_stats age in seconds is a number", typeof ageSeconds === "number" && ageSeconds >= 0, true);
 
-// 7. LISTEN on the channel of the route of 'shop.live'; the background
+// 7. The pull worker's loop: complete_and_claim completes the batch just
+//    delivered and claims the next in one call and one commit.
+const loop = `${topic}.loop`;
+await client.query("BEGIN");
+const first = await one(client, appendSql, [loop, TYPE, JSON.stringify({ n: 1 })]);
+const second = await one(client, appendSql, [loop, TYPE, JSON.stringify({ n: 2 })]);
+await client.query("COMMIT");
+let batch = (await client.query("SELECT id FROM outbox.claim($1, $2, $3::int)", [OWNER, loop, 1])).rows.map((r) => r.id);
+check("claim one", batch, [first]);
+batch = (await client.query("SELECT id FROM outbox.complete_and_claim($1::uuid[], $2, $3, $4::int)",
+  [batch, OWNER, loop, 10])).rows.map((r) => r.id);
+check("complete_and_claim: the next batch", batch, [second]);
+check("complete_many: the last batch",
+  await one(client, "SELECT outbox.complete_many($1::uuid[], $2)", [batch, OWNER]), 1);
+check("loop: both delivered", await one(client,
+  "SELECT count(*)::int FROM outbox.message WHERE topic = $1 AND delivered_at IS NOT NULL", [loop]), 2);
+
+// 8. LISTEN on the channel of the route of 'shop.live'; the background
 //    worker notifies after the commit.  A notification over 8000 bytes comes
 //    without its payload and with "truncated": true: fetch it with
 //    envelope_by_id.

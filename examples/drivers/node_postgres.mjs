@@ -1,7 +1,8 @@
 // krizaka_outbox from postgres.js (npm: postgres).
 //
 // Appends in a business transaction, claims, completes with complete_many,
-// fails one message, consumes once, and receives envelopes of a NOTIFY route.
+// fails one message, consumes once, runs a pull worker's loop with
+// complete_and_claim, and receives envelopes of a NOTIFY route.
 // Connects with the libpq environment (PGHOST, PGPORT, PGUSER, PGDATABASE) to
 // a database prepared by setup.sql; prints one line per check and exits 1 on
 // any mismatch.
@@ -109,7 +110,26 @@ const [{ age_seconds: ageSeconds, ...counts }] = await sql`
 check("topic_stats counts", counts, { due: 0, delayed: 2, leased: 0, dead: 0, delivered: claimed.length - 1 });
 check("topic_stats age in seconds is a number", typeof ageSeconds === "number" && ageSeconds >= 0, true);
 
-// 7. LISTEN on the channel of the route of 'shop.live' (postgres.js keeps a
+// 7. The pull worker's loop: complete_and_claim completes the batch just
+//    delivered and claims the next in one call and one commit.
+const loop = `${topic}.loop`;
+const [first, second] = await sql.begin(async (tx) => {
+  const [a] = await tx`SELECT outbox.append(${loop}, ${TYPE}, ${{ n: 1 }}) AS id`;
+  const [b] = await tx`SELECT outbox.append(${loop}, ${TYPE}, ${{ n: 2 }}) AS id`;
+  return [a.id, b.id];
+});
+let loopBatch = (await sql`SELECT id FROM outbox.claim(${OWNER}, ${loop}, ${1})`).map((r) => r.id);
+check("claim one", loopBatch, [first]);
+loopBatch = (await sql`SELECT id FROM outbox.complete_and_claim(${loopBatch}, ${OWNER}, ${loop}, ${10})`)
+  .map((r) => r.id);
+check("complete_and_claim: the next batch", loopBatch, [second]);
+const [{ n: lastDone }] = await sql`SELECT outbox.complete_many(${loopBatch}, ${OWNER}) AS n`;
+check("complete_many: the last batch", lastDone, 1);
+const [{ n: delivered }] = await sql`SELECT count(*)::int AS n FROM outbox.message
+                                      WHERE topic = ${loop} AND delivered_at IS NOT NULL`;
+check("loop: both delivered", delivered, 2);
+
+// 8. LISTEN on the channel of the route of 'shop.live' (postgres.js keeps a
 //    connection of its own for it); the background worker notifies after the
 //    commit.  A notification over 8000 bytes comes without its payload and
 //    with "truncated": true: fetch it with envelope_by_id.

@@ -135,7 +135,24 @@ async def main():
     check("topic_stats age is a timedelta",
           isinstance(stats[5], timedelta) and stats[5] >= timedelta(0), True)
 
-    # 7. LISTEN on the channel of the route of 'shop.live'; the background
+    # 7. The pull worker's loop: complete_and_claim completes the batch just
+    #    delivered and claims the next in one call and one commit.
+    loop = f"{topic}.loop"
+    async with conn.transaction():
+        first = await conn.fetchval("SELECT outbox.append($1, $2, $3)", loop, TYPE, json.dumps({"n": 1}))
+        second = await conn.fetchval("SELECT outbox.append($1, $2, $3)", loop, TYPE, json.dumps({"n": 2}))
+    batch = [r["id"] for r in await conn.fetch("SELECT id FROM outbox.claim($1, $2, $3)", OWNER, loop, 1)]
+    check("claim one", batch, [first])
+    batch = [r["id"] for r in await conn.fetch("SELECT id FROM outbox.complete_and_claim($1, $2, $3, $4)",
+                                               batch, OWNER, loop, 10)]
+    check("complete_and_claim: the next batch", batch, [second])
+    check("complete_many: the last batch",
+          await conn.fetchval("SELECT outbox.complete_many($1, $2)", batch, OWNER), 1)
+    check("loop: both delivered",
+          await conn.fetchval("SELECT count(*) FROM outbox.message WHERE topic = $1 AND delivered_at IS NOT NULL",
+                              loop), 2)
+
+    # 8. LISTEN on the channel of the route of 'shop.live'; the background
     #    worker notifies after the commit.  A notification over 8000 bytes
     #    comes without its payload and with "truncated": true: fetch it with
     #    envelope_by_id.

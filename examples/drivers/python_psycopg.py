@@ -121,7 +121,25 @@ stats = conn.execute("SELECT due, delayed, leased, dead, delivered, oldest_undel
 check("topic_stats counts", stats[:5], (0, 2, 0, 0, len(rows) - 1))
 check("topic_stats age is a timedelta", isinstance(stats[5], timedelta) and stats[5] >= timedelta(0), True)
 
-# 7. LISTEN on the channel of the route of 'shop.live'; the background worker
+# 7. The pull worker's loop: complete_and_claim completes the batch just
+#    delivered and claims the next in one call and one commit.
+loop = f"{topic}.loop"
+with conn.transaction():
+    first, second = [one(conn, "SELECT outbox.append(%s, %s, %s)", (loop, TYPE, Jsonb({"n": n})))
+                     for n in (1, 2)]
+batch = [r[0] for r in conn.execute("SELECT id FROM outbox.claim(%s, %s, %s)",
+                                    (OWNER, loop, 1)).fetchall()]
+check("claim one", batch, [first])
+batch = [r[0] for r in conn.execute("SELECT id FROM outbox.complete_and_claim(%s, %s, %s, %s)",
+                                    (batch, OWNER, loop, 10)).fetchall()]
+check("complete_and_claim: the next batch", batch, [second])
+check("complete_many: the last batch", one(conn, "SELECT outbox.complete_many(%s, %s)",
+                                            (batch, OWNER)), 1)
+check("loop: both delivered",
+      one(conn, "SELECT count(*) FROM outbox.message WHERE topic = %s AND delivered_at IS NOT NULL",
+          (loop,)), 2)
+
+# 8. LISTEN on the channel of the route of 'shop.live'; the background worker
 #    notifies after the commit.  A notification over 8000 bytes comes without
 #    its payload and with "truncated": true: fetch it with envelope_by_id.
 listener = psycopg.connect(autocommit=True)

@@ -156,7 +156,29 @@ with conn:
 check("topic_stats counts", stats[:5], (0, 2, 0, 0, len(rows) - 1))
 check("topic_stats age is a timedelta", isinstance(stats[5], timedelta) and stats[5] >= timedelta(0), True)
 
-# 7. LISTEN on the channel of the route of 'shop.live' (an autocommit
+# 7. The pull worker's loop: complete_and_claim completes the batch just
+#    delivered and claims the next in one call and one commit.
+loop = f"{topic}.loop"
+with conn:
+    first, second = [one(cur, "SELECT outbox.append(%s, %s, %s)", (loop, TYPE, Json({"n": n})))
+                     for n in (1, 2)]
+with conn:
+    cur.execute("SELECT id FROM outbox.claim(%s, %s, %s)", (OWNER, loop, 1))
+    batch = [r[0] for r in cur.fetchall()]
+check("claim one", batch, [first])
+with conn:
+    cur.execute("SELECT id FROM outbox.complete_and_claim(%s, %s, %s, %s)",
+                (batch, OWNER, loop, 10))
+    batch = [r[0] for r in cur.fetchall()]
+check("complete_and_claim: the next batch", batch, [second])
+with conn:
+    check("complete_many: the last batch",
+          one(cur, "SELECT outbox.complete_many(%s, %s)", (batch, OWNER)), 1)
+    check("loop: both delivered",
+          one(cur, "SELECT count(*) FROM outbox.message WHERE topic = %s AND delivered_at IS NOT NULL",
+              (loop,)), 2)
+
+# 8. LISTEN on the channel of the route of 'shop.live' (an autocommit
 #    connection); the background worker notifies after the commit.  A
 #    notification over 8000 bytes comes without its payload and with
 #    "truncated": true: fetch it with envelope_by_id.

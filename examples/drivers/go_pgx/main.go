@@ -1,7 +1,8 @@
 // krizaka_outbox from pgx v4 (Debian: golang-github-jackc-pgx-v4-dev).
 //
 // Appends in a business transaction, claims, completes with complete_many,
-// fails one message, consumes once, and receives envelopes of a NOTIFY route.
+// fails one message, consumes once, runs a pull worker's loop with
+// complete_and_claim, and receives envelopes of a NOTIFY route.
 // Connects with the libpq environment (PGHOST, PGPORT, PGUSER, PGDATABASE) to
 // a database prepared by setup.sql; prints one line per check and exits 1 on
 // any mismatch.  With Debian's packages, in GOPATH mode:
@@ -83,6 +84,21 @@ func newUUID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b)
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// idsOf runs a query and returns its column id, in order.
+func idsOf(ctx context.Context, conn *pgx.Conn, sql string, args ...interface{}) []string {
+	rows, err := conn.Query(ctx, sql, args...)
+	must(err)
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		must(rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	must(rows.Err())
+	return ids
 }
 
 func main() {
@@ -205,7 +221,31 @@ func main() {
 		[]int64{0, 2, 0, 0, int64(len(claimed) - 1)})
 	check("topic_stats age is a time.Duration", age >= 0, true)
 
-	// 7. LISTEN on the channel of the route of 'shop.live' (a connection of
+	// 7. The pull worker's loop: complete_and_claim completes the batch
+	//    just delivered and claims the next in one call and one commit.
+	loop := topic + ".loop"
+	var first, second string
+	must(conn.BeginFunc(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, "SELECT outbox.append($1, $2, $3)", loop, typ,
+			jsonText(map[string]interface{}{"n": 1.0})).Scan(&first); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "SELECT outbox.append($1, $2, $3)", loop, typ,
+			jsonText(map[string]interface{}{"n": 2.0})).Scan(&second)
+	}))
+	batch := idsOf(ctx, conn, "SELECT id FROM outbox.claim($1, $2, $3)", owner, loop, 1)
+	check("claim one", batch, []string{first})
+	batch = idsOf(ctx, conn, "SELECT id FROM outbox.complete_and_claim($1, $2, $3, $4)", batch, owner, loop, 10)
+	check("complete_and_claim: the next batch", batch, []string{second})
+	var lastDone int32
+	must(conn.QueryRow(ctx, "SELECT outbox.complete_many($1, $2)", batch, owner).Scan(&lastDone))
+	check("complete_many: the last batch", lastDone, int32(1))
+	var loopDelivered int64
+	must(conn.QueryRow(ctx, "SELECT count(*) FROM outbox.message WHERE topic = $1 AND delivered_at IS NOT NULL",
+		loop).Scan(&loopDelivered))
+	check("loop: both delivered", loopDelivered, int64(2))
+
+	// 8. LISTEN on the channel of the route of 'shop.live' (a connection of
 	//    its own); the background worker notifies after the commit.  A
 	//    notification over 8000 bytes comes without its payload and with
 	//    "truncated": true: fetch it with envelope_by_id.

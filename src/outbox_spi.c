@@ -16,6 +16,12 @@
  * starts with the server's.  The statements qualify every name anyway; the
  * pin covers what they run that is not theirs (an operator's triggers).
  *
+ * Plans are made without JIT compilation: a statement of the store reads a
+ * few index pages, but on a large table the generic plan of one that reads
+ * up to a window of rows can be estimated above jit_above_cost, and
+ * compiling its expressions would then cost every execution milliseconds
+ * (and load LLVM into the worker).
+ *
  * Plans are made with sequential scans switched off, and bitmap scans too
  * except where a statement asks for them (purge).  A queue table is often
  * empty when a plan is made (after a TRUNCATE, or a VACUUM of a drained
@@ -81,19 +87,22 @@ obx_plan(SavedStatement *stmt)
  * The settings of the statement about to run and of its planning, which
  * happens inside its execution when the plan cache finds the plan missing
  * or stale: the search path pinned (IdentityPinSearchPath; outbox.append
- * runs with its caller's), and the scans that scans excludes switched off.
- * Returns the GUC nest level to pass to obx_settings_end, or 0 when nothing
- * was changed; an error unwinds the settings with the (sub)transaction.
+ * runs with its caller's), JIT off, and the scans that scans excludes switched
+ * off.
+ * Returns the GUC nest level to pass to obx_settings_end; an error unwinds
+ * the settings with the (sub)transaction.
  */
 static int
 obx_settings_begin(SavedStatementScans scans)
 {
 	int			nestlevel = IdentityPinSearchPath();
 
-	if (scans == OBX_SCANS_ANY)
-		return nestlevel;
 	if (nestlevel == 0)
 		nestlevel = NewGUCNestLevel();
+	(void) set_config_option("jit", "off", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (scans == OBX_SCANS_ANY)
+		return nestlevel;
 	(void) set_config_option("enable_seqscan", "off", PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (scans == OBX_SCANS_INDEX)

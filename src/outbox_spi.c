@@ -12,9 +12,10 @@
  *
  * Every statement is planned and run with search_path pinned to the one
  * of the SECURITY DEFINER functions: outbox.append, SECURITY INVOKER for
- * speed (outbox_identity.c), calls in with its caller's, and the worker
- * starts with the server's.  The statements qualify every name anyway; the
- * pin covers what they run that is not theirs (an operator's triggers).
+ * speed (outbox_identity.c), calls in with its caller's (the worker sets
+ * the pinned one for its session, so that it pays nothing per statement).
+ * The statements qualify every name anyway; the pin covers what they run
+ * that is not theirs (an operator's triggers).
  *
  * Plans are made without JIT compilation: a statement of the store reads a
  * few index pages, but on a large table the generic plan of one that reads
@@ -115,7 +116,7 @@ obx_settings_begin(SavedStatementScans scans)
 static void
 obx_settings_end(int nestlevel)
 {
-	IdentityUnpinSearchPath(nestlevel);
+	AtEOXact_GUC(true, nestlevel);
 }
 
 /* Open a connection to SPI for the statements that follow. */

@@ -107,7 +107,7 @@ typedef struct AppendTarget
 {
 	bool		valid;			/* false: look again at the next call */
 	bool		direct;
-	bool		pin_path;		/* runs code that is not built in */
+	bool		pin_path;		/* may depend on the search path */
 	Oid			relid;
 	Oid			seqid;
 	TupleDesc	tupdesc;

@@ -44,6 +44,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "jit/jit.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
@@ -89,8 +90,9 @@ obx_plan(SavedStatement *stmt)
  * happens inside its execution when the plan cache finds the plan missing
  * or stale: the search path pinned (IdentityPinSearchPath; outbox.append
  * runs with its caller's), JIT off, and the scans that scans excludes switched
- * off.
- * Returns the GUC nest level to pass to obx_settings_end; an error unwinds
+ * off.  A setting that already has its value is left alone (the worker sets
+ * the path and JIT once for its session).  Returns the GUC nest level to
+ * pass to obx_settings_end, or 0 when nothing was changed; an error unwinds
  * the settings with the (sub)transaction.
  */
 static int
@@ -98,10 +100,11 @@ obx_settings_begin(SavedStatementScans scans)
 {
 	int			nestlevel = IdentityPinSearchPath();
 
-	if (nestlevel == 0)
+	if (nestlevel == 0 && (jit_enabled || scans != OBX_SCANS_ANY))
 		nestlevel = NewGUCNestLevel();
-	(void) set_config_option("jit", "off", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (jit_enabled)
+		(void) set_config_option("jit", "off", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (scans == OBX_SCANS_ANY)
 		return nestlevel;
 	(void) set_config_option("enable_seqscan", "off", PGC_USERSET,
@@ -112,11 +115,12 @@ obx_settings_begin(SavedStatementScans scans)
 	return nestlevel;
 }
 
-/* Restore the settings changed by obx_settings_begin. */
+/* Restore the settings changed by obx_settings_begin, if it changed any. */
 static void
 obx_settings_end(int nestlevel)
 {
-	AtEOXact_GUC(true, nestlevel);
+	if (nestlevel > 0)
+		AtEOXact_GUC(true, nestlevel);
 }
 
 /* Open a connection to SPI for the statements that follow. */

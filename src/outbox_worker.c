@@ -316,9 +316,13 @@ OutboxWorkerMain(Datum main_arg)
 	RegisterXactCallback(obx_worker_xact_callback, NULL);
 	SetConfigOption("application_name", OBX_WORKER_TYPE,
 					PGC_USERSET, PGC_S_SESSION);
-	/* the path every statement of the store pins: set once, not per call */
+	/*
+	 * The path and JIT setting every statement of the store runs with
+	 * (outbox_spi.c): set once for the session, not per statement.
+	 */
 	SetConfigOption("search_path", IDENTITY_SEARCH_PATH,
 					PGC_USERSET, PGC_S_SESSION);
+	SetConfigOption("jit", "off", PGC_USERSET, PGC_S_SESSION);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	ereport(DEBUG1,
 			(errmsg_internal("krizaka_outbox worker started in database %u",

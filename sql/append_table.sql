@@ -46,6 +46,17 @@ SELECT payload, deferred, ordering_key, attempts,
   FROM outbox.message ORDER BY seq;
 SELECT count(DISTINCT seq) AS positions FROM outbox.message;
 SELECT regress.indexes_complete();
+-- append_batch writes each message the same way, in array order, one
+-- position after the other
+SELECT count(*) FROM outbox.append_batch('batch', 'evt.a.v1', ARRAY['1', '2', '3']::jsonb[]);
+SELECT count(*) FROM outbox.append_batch('batch', 'evt.a.v1', ARRAY['4', '5']::jsonb[], 'k2');
+SELECT payload, deferred, ordering_key, attempts, available_at >= created_at AS available
+  FROM outbox.message WHERE topic = 'batch' ORDER BY seq;
+SELECT bool_and(id_order = seq_order) AS ids_in_position_order
+  FROM (SELECT row_number() OVER (ORDER BY id) AS id_order,
+               row_number() OVER (ORDER BY seq) AS seq_order
+          FROM outbox.message WHERE topic = 'batch') s;
+SELECT regress.indexes_complete();
 
 -- the next statement of the transaction sees the row, and a rolled-back
 -- savepoint takes it away again
@@ -102,8 +113,12 @@ CREATE TRIGGER note AFTER INSERT ON outbox.message
 SELECT outbox.append('trg', 'evt.a.v1', '1') AS trg_id \gset
 SELECT s.id = :'trg_id' AS noted, s.seq = m.seq AS same_position
   FROM regress.seen s JOIN outbox.message m USING (id);
+SELECT count(*) FROM outbox.append_batch('trg', 'evt.b.v1', ARRAY['1', '2']::jsonb[]);
+SELECT count(*) AS noted, bool_and(s.seq = m.seq) AS same_position
+  FROM regress.seen s JOIN outbox.message m USING (id) WHERE m.event_type = 'evt.b.v1';
 DROP TRIGGER note ON outbox.message;
 SELECT outbox.append('trg', 'evt.a.v1', '2') IS NOT NULL AS appended;
+SELECT count(*) FROM outbox.append_batch('trg', 'evt.b.v1', ARRAY['3']::jsonb[]);
 SELECT count(*) AS noted FROM regress.seen;
 DROP TABLE regress.seen;
 DROP FUNCTION regress.note();
@@ -138,6 +153,13 @@ ALTER TABLE outbox.message ADD CONSTRAINT small_payload CHECK (pg_column_size(pa
 SELECT outbox.append('cols', 'evt.a.v1', '4') IS NOT NULL AS appended;
 SELECT regress.state() AS before \gset
 SELECT regress.err_msg(format('SELECT outbox.append(%L, %L, %L)', 'cols', 'evt.a.v1', :'big'));
+SELECT regress.state() = :'before' AS unchanged;
+-- in a batch, the refused message may be the first or a later one: the
+-- batch fails whole
+SELECT regress.err_msg(format('SELECT outbox.append_batch(%L, %L, ARRAY[%L, %L]::jsonb[])',
+                              'cols', 'evt.a.v1', :'big', '5'));
+SELECT regress.err_msg(format('SELECT outbox.append_batch(%L, %L, ARRAY[%L, %L, %L]::jsonb[])',
+                              'cols', 'evt.a.v1', '5', '6', :'big'));
 SELECT regress.state() = :'before' AS unchanged;
 ALTER TABLE outbox.message DROP CONSTRAINT small_payload, DROP CONSTRAINT no_empty_key;
 

@@ -313,6 +313,10 @@ static void obx_append_args(Datum *args, char *nulls, text *topic,
 							text *event_type, Jsonb *payload, pg_uuid_t *id,
 							TimestampTz available_at, bool deferred,
 							text *ordering_key);
+static void obx_append_row(Datum *args, char *nulls, text *topic,
+						   text *event_type, Datum payload, Datum id,
+						   TimestampTz available_at, bool deferred,
+						   text *ordering_key, int64 position);
 static int64 obx_purge_table(SavedStatement *scan, SavedStatement *del,
 							 TimestampTz horizon, int64 max_rows);
 static int64 obx_purge_streams(TimestampTz horizon, int64 max_rows);
@@ -352,11 +356,25 @@ obx_append_args(Datum *args, char *nulls, text *topic, text *event_type,
 {
 	int64		position = obx_append_begin(topic, ordering_key);
 
-	memset(nulls, ' ', 9);
-	args[0] = UUIDPGetDatum(id);
+	obx_append_row(args, nulls, topic, event_type, JsonbPGetDatum(payload),
+				   UUIDPGetDatum(id), available_at, deferred, ordering_key,
+				   position);
+}
+
+/*
+ * The parameters of one message, at position (0: the next one from the
+ * sequence).
+ */
+static void
+obx_append_row(Datum *args, char *nulls, text *topic, text *event_type,
+			   Datum payload, Datum id, TimestampTz available_at,
+			   bool deferred, text *ordering_key, int64 position)
+{
+	memset(nulls, ' ', APPEND_NCOLUMNS);
+	args[0] = id;
 	args[1] = PointerGetDatum(topic);
 	args[2] = PointerGetDatum(event_type);
-	args[3] = JsonbPGetDatum(payload);
+	args[3] = payload;
 	args[4] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	args[5] = TimestampTzGetDatum(available_at);
 	args[6] = BoolGetDatum(deferred);
@@ -439,6 +457,11 @@ StoreAppendNew(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 /*
  * Insert one message per element of payloads, with the ids given in ids
  * (uuid[] of the same length), in array order, with ordering_key (or none).
+ * The ids were just generated, so each message goes in as StoreAppendNew's
+ * does: directly, the first one at the position the transaction recorded.
+ * When the table needs the executor, the saved INSERT … SELECT writes them
+ * all (or, from the second message on, the single INSERT writes that one,
+ * or raises the error of a row a constraint refuses).
  */
 void
 StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
@@ -447,8 +470,35 @@ StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 {
 	Datum		args[7];
 	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	int64		position = obx_append_begin(topic, ordering_key);
+	Datum	   *idv;
+	Datum	   *payloadv;
+	int			nids;
+	int			npayloads;
+	int			i;
 
-	(void) obx_append_begin(topic, ordering_key);
+	deconstruct_array(ids, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
+					  &idv, NULL, &nids);
+	deconstruct_array(payloads, JSONBOID, -1, false, TYPALIGN_INT,
+					  &payloadv, NULL, &npayloads);
+	Assert(nids == npayloads);
+	for (i = 0; i < nids; i++)
+	{
+		Datum		row[APPEND_NCOLUMNS];
+		char		rownulls[APPEND_NCOLUMNS];
+
+		obx_append_row(row, rownulls, topic, event_type, payloadv[i], idv[i],
+					   available_at, false, ordering_key,
+					   i == 0 ? position : 0);
+		if (AppendDirect(row, rownulls))
+			continue;
+		if (i == 0)
+			break;				/* all of them by the INSERT … SELECT */
+		(void) SpiRun(&stmt_append_new[obx_v()], row, rownulls);
+	}
+	if (i == nids)
+		return;
+
 	args[0] = PointerGetDatum(ids);
 	args[1] = PointerGetDatum(topic);
 	args[2] = PointerGetDatum(event_type);

@@ -56,7 +56,21 @@ export const truncatedEnvelopeSchema = z.strictObject({ ...head, truncated: z.li
 /** What a notification of a NOTIFY route carries: either form. */
 export const notifiedEnvelopeSchema = z.union([envelopeSchema, truncatedEnvelopeSchema]);
 
-/** @typedef {z.infer<typeof envelopeSchema>} Envelope */
+/**
+ * A JSON value: what a payload is on the wire, and the payload's type of an
+ * Envelope when none is given.
+ *
+ * @typedef {z.infer<typeof envelopeSchema>["payload"]} JsonValue
+ */
+
+/**
+ * The whole envelope.  P is the payload's type: JsonValue unless the caller
+ * says what the topic carries (a promise of the caller; nothing checks it
+ * beyond its being JSON).
+ *
+ * @template [P=JsonValue]
+ * @typedef {{ id: string, type: string, occurredAt: string, payload: P }} Envelope
+ */
 /** @typedef {z.infer<typeof truncatedEnvelopeSchema>} TruncatedEnvelope */
 
 /**
@@ -76,17 +90,19 @@ function fromJson(value) {
  * isTruncated; readEnvelope fetches the whole one).  Throws a ZodError when
  * it is neither form, a SyntaxError when the text is not JSON.
  *
+ * @template [P=JsonValue]
  * @param {unknown} value
- * @returns {Envelope | TruncatedEnvelope}
+ * @returns {Envelope<P> | TruncatedEnvelope}
  */
 export function parseEnvelope(value) {
-  return notifiedEnvelopeSchema.parse(fromJson(value));
+  return /** @type {Envelope<P> | TruncatedEnvelope} */ (notifiedEnvelopeSchema.parse(fromJson(value)));
 }
 
 /**
  * Is this the truncated form (no payload)?
  *
- * @param {Envelope | TruncatedEnvelope} envelope
+ * @template P
+ * @param {Envelope<P> | TruncatedEnvelope} envelope
  * @returns {envelope is TruncatedEnvelope}
  */
 export function isTruncated(envelope) {
@@ -102,12 +118,13 @@ export function isTruncated(envelope) {
  * that may not read outbox.message only the envelopes of topics routed to a
  * NOTIFY channel).
  *
+ * @template [P=JsonValue]
  * @param {Query | Client | Pool} query
  * @param {unknown} value a notification's payload text, or a parsed envelope
- * @returns {Promise<Envelope>}
+ * @returns {Promise<Envelope<P>>}
  */
 export async function readEnvelope(query, value) {
-  const envelope = parseEnvelope(value);
+  const envelope = /** @type {Envelope<P> | TruncatedEnvelope} */ (parseEnvelope(value));
   if (!isTruncated(envelope)) {
     return envelope;
   }
@@ -120,5 +137,5 @@ export async function readEnvelope(query, value) {
       `envelope ${envelope.id} was truncated and outbox.envelope_by_id finds no such message: purged, or not visible to this role`,
     );
   }
-  return envelopeSchema.parse(fromJson(whole));
+  return /** @type {Envelope<P>} */ (envelopeSchema.parse(fromJson(whole)));
 }

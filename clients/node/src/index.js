@@ -4,7 +4,8 @@
  * PostgreSQL extension, with the names and option shapes of the TypeScript
  * twin @krizaka/outbox: append in the caller's transaction, a pull worker
  * (drainOnce, runWorker), consumeOnce for idempotent consumers, the outbox
- * object (createOutbox), and the wire envelope's zod schemas.
+ * object (createOutbox), topic_stats with numbers, and the wire envelope's
+ * zod schemas.
  */
 export { append, consumeOnce } from "./outbox.js";
 export { createOutbox } from "./create-outbox.js";
@@ -19,6 +20,7 @@ export {
   purge,
   retryDead,
 } from "./pull.js";
+export { topicStats } from "./stats.js";
 export { drainOnce, runWorker } from "./worker.js";
 export {
   envelopeSchema,
@@ -35,12 +37,29 @@ export {
 /** @typedef {import("./query.js").Client} Client */
 /** @typedef {import("./query.js").PoolClient} PoolClient */
 /** @typedef {import("./query.js").Pool} Pool */
-/** @typedef {import("./outbox.js").AppendInput} AppendInput */
+/**
+ * @template [P=unknown]
+ * @typedef {import("./outbox.js").AppendInput<P>} AppendInput
+ */
 /** @typedef {import("./create-outbox.js").Outbox} Outbox */
-/** @typedef {import("./pull.js").OutboxMessage} OutboxMessage */
+/**
+ * @template [P=unknown]
+ * @typedef {import("./pull.js").OutboxMessage<P>} OutboxMessage
+ */
 /** @typedef {import("./pull.js").ClaimOptions} ClaimOptions */
-/** @typedef {import("./worker.js").DrainOptions} DrainOptions */
-/** @typedef {import("./worker.js").WorkerOptions} WorkerOptions */
+/**
+ * @template [P=unknown]
+ * @typedef {import("./worker.js").DrainOptions<P>} DrainOptions
+ */
+/**
+ * @template [P=unknown]
+ * @typedef {import("./worker.js").WorkerOptions<P>} WorkerOptions
+ */
 /** @typedef {import("./worker.js").DrainCounts} DrainCounts */
-/** @typedef {import("./envelope.js").Envelope} Envelope */
+/**
+ * @template [P=import("./envelope.js").JsonValue]
+ * @typedef {import("./envelope.js").Envelope<P>} Envelope
+ */
+/** @typedef {import("./envelope.js").JsonValue} JsonValue */
+/** @typedef {import("./stats.js").TopicStats} TopicStats */
 /** @typedef {import("./envelope.js").TruncatedEnvelope} TruncatedEnvelope */

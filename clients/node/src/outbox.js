@@ -15,10 +15,14 @@ import { isPool, toQuery, transactionStatus } from "./query.js";
 /** @typedef {import("./query.js").Pool} Pool */
 
 /**
+ * What to append.  P is the payload's type (`append<Credit>(tx, ...)`
+ * checks the payload against it); any JSON value when not given.
+ *
+ * @template [P=unknown]
  * @typedef {object} AppendInput
  * @property {string} topic the stream a worker drains, e.g. "credits"
  * @property {string} type routing key, by convention evt.<module>.<fact>.v<N>
- * @property {unknown} payload any JSON value (null included, undefined not)
+ * @property {P} payload any JSON value (null included, undefined not)
  * @property {string} [id] makes the append idempotent: the same fact twice is one message
  * @property {Date} [availableAt] not claimable before this
  * @property {string} [orderingKey] delivered in order with the other messages of its topic and key (extension 1.2)
@@ -47,8 +51,9 @@ function payloadText(payload) {
  * its message would commit on its own, apart from the work it reports.  A
  * Query function cannot tell, and is trusted to be a transaction's.
  *
+ * @template [P=unknown]
  * @param {Client | Query} tx a pg Client or PoolClient after BEGIN, or a transaction's Query
- * @param {AppendInput} input
+ * @param {AppendInput<P>} input
  * @returns {Promise<string>} the message id (the given one, or a new UUIDv7)
  */
 export async function append(tx, input) {
@@ -81,6 +86,13 @@ export async function append(tx, input) {
 }
 
 /**
+ * The effect's argument: the client a Pool lent, or the tx itself.
+ *
+ * @template {Query | Client | Pool} T
+ * @typedef {T extends Pool ? Client : T} EffectTx
+ */
+
+/**
  * Runs outbox.consume_once(consumer, id) and then `effect(tx)` in one
  * transaction, so that the marker commits exactly when the effect does: a
  * crash leaves neither, and a redelivered message finds the marker and skips
@@ -94,24 +106,53 @@ export async function append(tx, input) {
  * taken, used so, and released; the effect gets that client).  An error of
  * the effect rolls back what this call began and is thrown again.
  *
- * `now` is the twin's clock reading.  It must be a valid Date, but the
- * marker's time (outbox.processed.processed_at, which purge ages) is the
- * database transaction's now(): the extension takes no clock from clients.
- *
  * @template {Query | Client | Pool} T
+ * @overload
  * @param {T} tx
  * @param {string} consumer who applies the effect, e.g. "credits"
  * @param {string} id the message (envelope) id
- * @param {Date} now the caller's clock; checked, not stored (see above)
- * @param {(tx: T extends Pool ? Client : T) => unknown} effect the consumer's work, in the marker's transaction
+ * @param {(tx: EffectTx<T>) => unknown} effect the consumer's work, in the marker's transaction
  * @returns {Promise<boolean>} true when the effect ran, false when the marker existed
  */
-export async function consumeOnce(tx, consumer, id, now, effect) {
-  if (!(now instanceof Date) || Number.isNaN(now.getTime())) {
-    throw new TypeError("consumeOnce(tx, consumer, id, now, effect): now must be a valid Date");
-  }
-  if (typeof effect !== "function") {
-    throw new TypeError("consumeOnce(tx, consumer, id, now, effect): effect must be a function");
+/**
+ * The form of the twin, `consumeOnce(tx, consumer, id, now, effect)`: the
+ * same, with the caller's clock reading `now`, which must be a valid Date
+ * and is not stored (the marker's processed_at, which purge ages, is the
+ * database transaction's now()).  Kept for code written so; new code leaves
+ * `now` out.
+ *
+ * @template {Query | Client | Pool} T
+ * @overload
+ * @param {T} tx
+ * @param {string} consumer who applies the effect, e.g. "credits"
+ * @param {string} id the message (envelope) id
+ * @param {Date} now the caller's clock; checked, not stored
+ * @param {(tx: EffectTx<T>) => unknown} effect the consumer's work, in the marker's transaction
+ * @returns {Promise<boolean>} true when the effect ran, false when the marker existed
+ */
+/**
+ * @param {Query | Client | Pool} tx
+ * @param {string} consumer
+ * @param {string} id
+ * @param {Date | ((tx: any) => unknown)} nowOrEffect
+ * @param {(tx: any) => unknown} [effect]
+ * @returns {Promise<boolean>}
+ */
+export async function consumeOnce(tx, consumer, id, nowOrEffect, effect) {
+  /* four arguments: (tx, consumer, id, effect); five: the twin's form with now */
+  if (arguments.length < 5) {
+    if (typeof nowOrEffect !== "function") {
+      throw new TypeError("consumeOnce(tx, consumer, id, effect): effect must be a function");
+    }
+    effect = nowOrEffect;
+  } else {
+    const now = nowOrEffect;
+    if (!(now instanceof Date) || Number.isNaN(now.getTime())) {
+      throw new TypeError("consumeOnce(tx, consumer, id, now, effect): now must be a valid Date");
+    }
+    if (typeof effect !== "function") {
+      throw new TypeError("consumeOnce(tx, consumer, id, now, effect): effect must be a function");
+    }
   }
   const run = /** @type {(tx: Query | Client) => unknown} */ (effect);
   if (isPool(tx)) {

@@ -14,20 +14,35 @@ import { toQuery } from "./query.js";
 
 /** @typedef {import("./query.js").Query} Query */
 /** @typedef {import("./query.js").Pool} Pool */
-/** @typedef {import("./envelope.js").Envelope} Envelope */
+/**
+ * @template [P=import("./envelope.js").JsonValue]
+ * @typedef {import("./envelope.js").Envelope<P>} Envelope
+ */
 
 /**
- * A claimed message, as `deliver` receives it.
+ * A claimed message, as `deliver` receives it: every column of
+ * outbox.message (the row outbox.claim returns), in camelCase, with the
+ * envelope.  `event_type` is `type`, the envelope's name for it.  P is the
+ * payload's type: a promise of the caller (see claim), not a check.
  *
+ * @template [P=unknown]
  * @typedef {object} OutboxMessage
- * @property {string} id
+ * @property {string} id the message id (uuid)
  * @property {string} topic
- * @property {string} type the event type (routing key)
- * @property {unknown} payload the JSON payload
- * @property {Date} createdAt when it was appended
+ * @property {string} type the event type (routing key): the column event_type
+ * @property {P} payload the JSON payload
+ * @property {Date} createdAt when it was appended (created_at)
+ * @property {Date} availableAt when it became claimable (available_at): the append's availableAt, or after a failure the end of its backoff
  * @property {number} attempts claims so far, this one included
- * @property {Date} leasedUntil lease expiry given by the claim
- * @property {Envelope} envelope the wire envelope, as outbox.envelope built it
+ * @property {Date} leasedUntil lease expiry given by the claim (leased_until)
+ * @property {string} leaseOwner the owner that holds the lease: the claim's owner (lease_owner)
+ * @property {Date | null} deliveredAt when it was delivered (delivered_at): null for a claimed message
+ * @property {Date | null} deadAt when it became dead (dead_at): null for a claimed message
+ * @property {string | null} lastError the error text of the last failed attempt, null if none failed (last_error)
+ * @property {number} seq its position in the stream (seq, bigint; extension 1.2)
+ * @property {boolean} deferred whether it waits outside the stream, after a backoff or a delayed append (extension 1.2)
+ * @property {string | null} orderingKey the append's ordering key, null without one (ordering_key; extension 1.2)
+ * @property {unknown extends P ? Envelope : Envelope<P>} envelope the wire envelope, as outbox.envelope built it
  */
 
 /**
@@ -43,11 +58,12 @@ const NO_ERROR_TEXT = "delivery failed without an error message";
 
 /*
  * The claim.  The rows of a set-returning function in FROM come back in the
- * order it returns them, which is the claim order.  lease_left tells the
- * lease length when the caller left it to the outbox.lease_seconds setting.
+ * order it returns them, which is the claim order.  m.* is every column of
+ * outbox.message, those of the installed version (seq, deferred and
+ * ordering_key came with 1.2).  lease_left tells the lease length when the
+ * caller left it to the outbox.lease_seconds setting.
  */
-const CLAIMED_COLUMNS = `m.id, m.topic, m.event_type, m.payload, m.created_at, m.attempts,
-       m.leased_until, outbox.envelope(m) AS envelope,
+const CLAIMED_COLUMNS = `m.*, outbox.envelope(m) AS envelope,
        extract(epoch FROM m.leased_until - clock_timestamp())::float8 AS lease_left`;
 const CLAIM_SQL = `SELECT ${CLAIMED_COLUMNS} FROM outbox.claim($1, $2, $3, $4) AS m`;
 
@@ -56,21 +72,48 @@ const COMPLETE_AND_CLAIM_SQL = `SELECT ${CLAIMED_COLUMNS}
   FROM outbox.complete_and_claim($5::uuid[], $1, $2, $3, $4) AS m`;
 
 /**
- * The claimed rows as messages.
+ * A bigint (or count) as a number: pg returns bigint as text unless told
+ * otherwise (a type parser may make it a BigInt, or a number).  Every value
+ * the outbox counts fits a double exactly; one that does not is an error
+ * rather than a rounded number.
+ *
+ * @param {unknown} value
+ * @param {string} column named in the error
+ * @returns {number}
+ */
+export function toNumber(value, column) {
+  const n = typeof value === "number" ? value : Number(value);
+  if (!Number.isSafeInteger(n)) {
+    throw new RangeError(`${column} = ${String(value)} is not an integer a JavaScript number holds exactly`);
+  }
+  return n;
+}
+
+/**
+ * The claimed rows as messages.  seq, deferred and ordering_key are null on
+ * an extension older than 1.2, which has no such columns.
  *
  * @param {any[]} rows
- * @returns {{ messages: OutboxMessage[], leaseLeft: number }}
+ * @returns {{ messages: OutboxMessage<any>[], leaseLeft: number }}
  */
 function claimedMessages(rows) {
   return {
-    messages: rows.map((row) => ({
+    messages: rows.map((row) => /** @type {OutboxMessage<any>} */ ({
       id: row.id,
       topic: row.topic,
       type: row.event_type,
       payload: row.payload,
       createdAt: row.created_at,
+      availableAt: row.available_at,
       attempts: row.attempts,
       leasedUntil: row.leased_until,
+      leaseOwner: row.lease_owner,
+      deliveredAt: row.delivered_at,
+      deadAt: row.dead_at,
+      lastError: row.last_error,
+      seq: row.seq === undefined || row.seq === null ? null : toNumber(row.seq, "seq"),
+      deferred: row.deferred ?? null,
+      orderingKey: row.ordering_key ?? null,
       envelope: row.envelope,
     })),
     leaseLeft: rows.length === 0 ? 0 : rows[0].lease_left,
@@ -83,7 +126,7 @@ function claimedMessages(rows) {
  *
  * @param {Query | Pool} query
  * @param {ClaimOptions} options
- * @returns {Promise<{ messages: OutboxMessage[], leaseLeft: number }>}
+ * @returns {Promise<{ messages: OutboxMessage<any>[], leaseLeft: number }>}
  */
 export async function claimBatch(query, options) {
   const { rows } = await toQuery(query, "query")(CLAIM_SQL, [
@@ -98,10 +141,13 @@ export async function claimBatch(query, options) {
 /**
  * Leases up to a batch of due messages for `owner`, oldest first, and
  * returns them in that order (outbox.claim, committed when it returns).
+ * P, the payload's type, is the caller's word for what the topic carries
+ * (`claim<Credit>(pool, { owner, topic: "credits" })`): nothing checks it.
  *
+ * @template [P=unknown]
  * @param {Query | Pool} query
  * @param {ClaimOptions} options
- * @returns {Promise<OutboxMessage[]>}
+ * @returns {Promise<OutboxMessage<P>[]>}
  */
 export async function claim(query, options) {
   return (await claimBatch(query, options)).messages;
@@ -147,10 +193,11 @@ export async function completeMany(query, ids, owner) {
  * batch.  Pass the ids of the messages delivered (none the first time);
  * a failed one goes to fail first.
  *
+ * @template [P=unknown]
  * @param {Query | Pool} query
  * @param {string[]} ids
  * @param {ClaimOptions} options
- * @returns {Promise<OutboxMessage[]>}
+ * @returns {Promise<OutboxMessage<P>[]>}
  */
 export async function completeAndClaim(query, ids, options) {
   const { rows } = await toQuery(query, "query")(COMPLETE_AND_CLAIM_SQL, [

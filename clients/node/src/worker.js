@@ -15,15 +15,24 @@
  * worker neither delivers the message nor records its outcome.
  */
 import { performance } from "node:perf_hooks";
+import { setTimeout as delay } from "node:timers/promises";
 
 import { isOutbox } from "./create-outbox.js";
 import { claimBatch, complete, extend, fail } from "./pull.js";
 
 /** @typedef {import("./query.js").Query} Query */
 /** @typedef {import("./query.js").Pool} Pool */
-/** @typedef {import("./pull.js").OutboxMessage} OutboxMessage */
+/**
+ * @template [P=unknown]
+ * @typedef {import("./pull.js").OutboxMessage<P>} OutboxMessage
+ */
 
 /**
+ * The options of a round.  P is the payload's type the topic carries, as
+ * `deliver` receives it (a promise of the caller: nothing checks it).
+ * Durations are in seconds, as the extension's settings are, and named so.
+ *
+ * @template [P=unknown]
  * @typedef {object} DrainOptions
  * @property {Query | Pool} query where to claim and record outcomes: a pool-level Query (pool.query.bind(pool)) or the Pool
  * @property {import("./create-outbox.js").Outbox} [outbox] the twin's outbox object; this package's createOutbox() (optional)
@@ -31,12 +40,16 @@ import { claimBatch, complete, extend, fail } from "./pull.js";
  * @property {string} [topic] the topic to drain; all topics when omitted
  * @property {number} [batchSize] claim size (default: outbox.batch_size)
  * @property {number} [leaseSeconds] lease length (default: outbox.lease_seconds)
- * @property {(message: OutboxMessage) => unknown} deliver delivers one message; throws to retry it later
+ * @property {(message: OutboxMessage<P>) => unknown} deliver delivers one message; throws to retry it later
  * @property {AbortSignal} [signal] when aborted, the message being delivered is finished and no other is started
  * @property {number} [heartbeatSeconds] how often to extend the lease while deliver runs (default: a third of the lease)
  */
 
 /**
+ * The options of runWorker: those of drainOnce, with a signal to stop it
+ * and the wait between rounds that found nothing.
+ *
+ * @template [P=unknown]
  * @typedef {object} WorkerOptions
  * @property {Query | Pool} query
  * @property {import("./create-outbox.js").Outbox} [outbox]
@@ -44,11 +57,11 @@ import { claimBatch, complete, extend, fail } from "./pull.js";
  * @property {string} [topic]
  * @property {number} [batchSize]
  * @property {number} [leaseSeconds]
- * @property {(message: OutboxMessage) => unknown} deliver
+ * @property {(message: OutboxMessage<P>) => unknown} deliver
  * @property {number} [heartbeatSeconds]
  * @property {AbortSignal} signal stops the worker
- * @property {(seconds: number) => Promise<unknown>} sleep waits between rounds that found nothing
- * @property {number} [idleSeconds] what to pass to sleep (default 1)
+ * @property {(seconds: number) => Promise<unknown>} [sleep] waits between rounds that found nothing; receives idleSeconds, in seconds (default: a timer of the package, ended by the signal)
+ * @property {number} [idleSeconds] how long to wait after a round that found nothing, in seconds (default 1)
  * @property {(err: unknown) => unknown} [onError] reports a failed round (database unreachable...) and keeps the worker going; without it the error ends runWorker
  */
 
@@ -78,7 +91,7 @@ function noCounts() {
 /**
  * Checks the options shared by drainOnce and runWorker.
  *
- * @param {DrainOptions} options
+ * @param {DrainOptions<any>} options
  */
 function checkDrainOptions(options) {
   if (!options || !(typeof options.query === "function" || typeof options.query?.query === "function")) {
@@ -106,8 +119,9 @@ function checkDrainOptions(options) {
  * heartbeat that fails is ignored, since the worst it can cause is a lease
  * that expires and a message delivered again, which at-least-once allows.
  *
- * @param {DrainOptions} options
- * @param {OutboxMessage} message
+ * @template P
+ * @param {DrainOptions<P>} options
+ * @param {OutboxMessage<P>} message
  * @param {number} periodMs
  * @returns {Promise<{ error: unknown } | undefined>}
  */
@@ -149,7 +163,8 @@ async function deliverWithHeartbeat(options, message, periodMs) {
  * ends.  Errors of the database are thrown; the claimed messages then come
  * back when their leases expire.
  *
- * @param {DrainOptions} options
+ * @template [P=unknown]
+ * @param {DrainOptions<P>} options
  * @returns {Promise<DrainCounts>}
  */
 export async function drainOnce(options) {
@@ -213,7 +228,7 @@ export async function drainOnce(options) {
  *
  * @param {Query | Pool} query
  * @param {string} owner
- * @param {OutboxMessage[]} messages
+ * @param {OutboxMessage<unknown>[]} messages
  */
 async function handBack(query, owner, messages) {
   for (const message of messages) {
@@ -239,13 +254,29 @@ function whenAborted(signal) {
 }
 
 /**
- * Runs rounds until the signal aborts: drainOnce, then, when a round claimed
- * nothing, `sleep(idleSeconds)`.  An abort during a delivery lets that
- * message finish and starts no other; an abort during the sleep ends the
- * wait at once, whether or not the passed sleep listens to the signal.
- * Resolves with the counts of all rounds once stopped.
+ * Waits `seconds` or until the signal aborts: runWorker's wait when the
+ * caller passes no sleep of its own.
  *
- * @param {WorkerOptions} options
+ * @param {number} seconds
+ * @param {AbortSignal} signal
+ * @returns {Promise<void>}
+ */
+async function timerSleep(seconds, signal) {
+  await delay(seconds * 1000, undefined, { signal }).catch(() => {
+    /* aborted: the worker stops */
+  });
+}
+
+/**
+ * Runs rounds until the signal aborts: drainOnce, then, when a round claimed
+ * nothing, a wait of `idleSeconds`: `sleep(idleSeconds)` when a sleep is
+ * given (it receives seconds), a timer of the package otherwise.  An abort
+ * during a delivery lets that message finish and starts no other; an abort
+ * during the wait ends it at once, whether or not the passed sleep listens
+ * to the signal.  Resolves with the counts of all rounds once stopped.
+ *
+ * @template [P=unknown]
+ * @param {WorkerOptions<P>} options
  * @returns {Promise<DrainCounts>}
  */
 export async function runWorker(options) {
@@ -254,8 +285,8 @@ export async function runWorker(options) {
   if (!(signal instanceof AbortSignal)) {
     throw new TypeError("signal must be an AbortSignal: it is how the worker is stopped");
   }
-  if (typeof sleep !== "function") {
-    throw new TypeError("sleep must be a function (seconds) => Promise");
+  if (sleep !== undefined && typeof sleep !== "function") {
+    throw new TypeError("sleep must be a function (seconds) => Promise, or left out");
   }
   const idleSeconds = options.idleSeconds ?? 1;
   if (!(typeof idleSeconds === "number" && Number.isFinite(idleSeconds) && idleSeconds >= 0)) {
@@ -280,7 +311,10 @@ export async function runWorker(options) {
         onError(err);
       }
       if (idle && !signal.aborted) {
-        await Promise.race([sleep(idleSeconds), stop.aborted]);
+        await Promise.race([
+          sleep === undefined ? timerSleep(idleSeconds, signal) : sleep(idleSeconds),
+          stop.aborted,
+        ]);
       }
     }
   } finally {

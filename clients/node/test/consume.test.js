@@ -175,4 +175,57 @@ describe("consumeOnce", { timeout: 30000 }, () => {
       client.release();
     }
   });
+
+  it("takes (tx, consumer, id, effect) without now: a Pool, a client in a transaction, an idle client, a Query", async () => {
+    const id = randomUUID();
+    assert.equal(await consumeOnce(consumer, "credits", id, grant(id)), true);
+    assert.equal(await consumeOnce(consumer, "credits", id, grant(id)), false);
+    assert.deepEqual(await applied(id), { credits: 1, markers: 1 });
+
+    const other = randomUUID();
+    const client = await consumer.connect();
+    try {
+      await client.query("BEGIN");
+      assert.equal(await consumeOnce(client, "credits", other, grant(other)), true);
+      assert.equal(client.getTransactionStatus(), "T", "the caller's transaction stays open");
+      const query = /** @type {import("../src/index.js").Query} */ ((text, values) => client.query(text, values));
+      assert.equal(await consumeOnce(query, "credits", other, () => assert.fail("applied twice")), false);
+      await client.query("COMMIT");
+      assert.deepEqual(await applied(other), { credits: 1, markers: 1 });
+
+      const third = randomUUID();
+      assert.equal(await consumeOnce(client, "credits", third, grant(third)), true);
+      assert.equal(client.getTransactionStatus(), "I", "its own transaction is committed");
+      assert.deepEqual(await applied(third), { credits: 1, markers: 1 });
+    } finally {
+      client.release();
+    }
+  });
+
+  it("stores the transaction's time as the marker's, with or without the twin's now", async () => {
+    const withNow = randomUUID();
+    const without = randomUUID();
+    const yesterday = new Date(Date.now() - 86400_000);
+    assert.equal(await consumeOnce(consumer, "credits", withNow, yesterday, grant(withNow)), true);
+    assert.equal(await consumeOnce(consumer, "credits", without, grant(without)), true);
+    const { rows } = await db.admin.query(
+      `SELECT count(*)::int AS n FROM outbox.processed
+        WHERE message_id = ANY($1::uuid[]) AND processed_at > now() - interval '1 minute'`,
+      [[withNow, without]],
+    );
+    assert.equal(rows[0].n, 2);
+  });
+
+  it("refuses an effect that is not a function, in both forms", async () => {
+    const id = randomUUID();
+    await assert.rejects(
+      consumeOnce(consumer, "credits", id, /** @type {any} */ (new Date())),
+      { name: "TypeError", message: "consumeOnce(tx, consumer, id, effect): effect must be a function" },
+    );
+    await assert.rejects(
+      consumeOnce(consumer, "credits", id, new Date(), /** @type {any} */ ("INSERT ...")),
+      { name: "TypeError", message: "consumeOnce(tx, consumer, id, now, effect): effect must be a function" },
+    );
+    assert.deepEqual(await applied(id), { credits: 0, markers: 0 });
+  });
 });

@@ -1,7 +1,7 @@
 // @ts-check
 /**
- * runWorker: sleeps through the passed sleep when a round found nothing,
- * and stops promptly when its signal aborts: during the sleep at once,
+ * runWorker: sleeps through the passed sleep when a round found nothing
+ * (or waits idleSeconds itself when given none), and stops promptly when its signal aborts: during the sleep at once,
  * during a delivery after finishing that message, without starting another.
  */
 import assert from "node:assert/strict";
@@ -113,6 +113,53 @@ describe("runWorker", { timeout: 30000 }, () => {
     assert.equal(totals.claimed, 2);
   });
 
+  it("waits idleSeconds (seconds) by itself when given no sleep, and stops at once on abort", async () => {
+    /** @type {number[]} */
+    const claims = [];
+    /** @type {import("../src/index.js").Query} */
+    const counting = (text, values) => {
+      if (text.includes("outbox.claim(")) {
+        claims.push(performance.now());
+      }
+      return worker.query(text, values);
+    };
+    /** @type {string[]} */
+    const delivered = [];
+    const stop = new AbortController();
+    const running = runWorker({
+      query: counting,
+      owner: "own-wait-1",
+      topic: "own-wait",
+      idleSeconds: 0.3,
+      deliver: (message) => {
+        delivered.push(message.id);
+      },
+      signal: stop.signal,
+    });
+    await waitFor(() => claims.length >= 3, "three rounds");
+    for (let i = 1; i < 3; i++) {
+      assert.ok(claims[i] - claims[i - 1] >= 290, `round ${i} came ${claims[i] - claims[i - 1]} ms after the one before`);
+    }
+    const ids = await appendCommitted(writer, "own-wait", [{ n: 1 }]);
+    await waitFor(() => delivered.length === 1, "the message appended while it waits");
+    assert.deepEqual(delivered, ids);
+    stop.abort();
+    assert.equal((await running).delivered, 1);
+
+    /* a long wait ends with the abort */
+    const again = new AbortController();
+    const before = claims.length;
+    const idle = runWorker({
+      query: counting, owner: "own-wait-2", topic: "own-wait", idleSeconds: 3600,
+      deliver: () => assert.fail("nothing to deliver"), signal: again.signal,
+    });
+    await waitFor(() => claims.length > before, "the round before the wait");
+    const abortedAt = performance.now();
+    again.abort();
+    await idle;
+    assert.ok(performance.now() - abortedAt < 1000, "stopped within a second");
+  });
+
   it("finishes the message being delivered, starts no other, and hands the rest back", async () => {
     const ids = await appendCommitted(writer, "abort", [{ n: 1 }, { n: 2 }, { n: 3 }]);
     const stop = new AbortController();
@@ -202,6 +249,10 @@ describe("runWorker", { timeout: 30000 }, () => {
     await assert.rejects(
       runWorker({ ...base, heartbeatSeconds: 0, signal: new AbortController().signal }),
       TypeError,
+    );
+    await assert.rejects(
+      runWorker(/** @type {any} */ ({ ...base, sleep: 1000, signal: new AbortController().signal })),
+      { name: "TypeError", message: "sleep must be a function (seconds) => Promise, or left out" },
     );
   });
 });

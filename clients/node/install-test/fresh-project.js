@@ -5,8 +5,8 @@
  * it with pg and TypeScript from the registry, TypeScript checks and
  * compiles a consumer file against the generated declarations (and finds
  * the errors of a misuse file), and the compiled consumer appends in a
- * transaction, runs a worker that delivers, and consumes once against the
- * real cluster.
+ * transaction, runs a worker that delivers typed messages, consumes once in
+ * both forms and reads topic_stats against the real cluster.
  *
  * Not part of `npm test` (it installs from the registry): `npm run
  * test:install`, which test/run's node suite runs.  The project is made
@@ -32,7 +32,8 @@ let db;
 before(async () => {
   db = await createTestDatabase("install");
   await db.admin.query(`CREATE TABLE credit (message_id uuid NOT NULL, amount int NOT NULL);
-    GRANT SELECT, INSERT ON credit TO ${db.writerRole}`);
+    GRANT SELECT, INSERT ON credit TO ${db.writerRole};
+    GRANT SELECT ON outbox.topic_stats TO ${db.workerRole}`);
 });
 
 after(async () => {
@@ -71,10 +72,14 @@ import {
   createOutbox,
   readEnvelope,
   runWorker,
+  topicStats,
   type DrainCounts,
   type Envelope,
   type OutboxMessage,
+  type TopicStats,
 } from "@krizaka/outbox-extension";
+
+type Redemption = { redemptionId: number };
 
 const writer = new pg.Pool({ user: process.env.WRITER_ROLE });
 const worker = new pg.Pool({ user: process.env.WORKER_ROLE });
@@ -85,8 +90,9 @@ const client = await writer.connect();
 let id: string;
 try {
   await client.query("BEGIN");
-  id = await outbox.append(client, {
+  id = await outbox.append<Redemption>(client, {
     topic: "credits", type: "evt.coupon.redeemed.v1", payload: { redemptionId: 41 },
+    orderingKey: "account-7",
   });
   await append(client, {
     topic: "credits", type: "evt.coupon.redeemed.v1", payload: [1, 2],
@@ -97,38 +103,58 @@ try {
   client.release();
 }
 
-// 2. A worker delivers, and stops after the first message.
+// 2. A worker delivers, and stops after the first message; it waits by itself.
 const stop = new AbortController();
-const delivered: Envelope[] = [];
-const totals: DrainCounts = await runWorker({
+const delivered: Envelope<Redemption>[] = [];
+const seen: { redemptionId: number, orderingKey: string | null, lastError: string | null, seq: number }[] = [];
+const totals: DrainCounts = await runWorker<Redemption>({
   outbox,
   query: worker.query.bind(worker),
   owner: \`\${os.hostname()}:\${process.pid}\`,
   topic: "credits",
   signal: stop.signal,
-  sleep: (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000)),
-  deliver: async (message: OutboxMessage) => {
-    delivered.push(await readEnvelope(worker, JSON.stringify(message.envelope)));
+  idleSeconds: 0.1,
+  deliver: async (message) => {
+    const { orderingKey, lastError, seq } = message;
+    seen.push({ redemptionId: message.payload.redemptionId, orderingKey, lastError, seq });
+    delivered.push(await readEnvelope<Redemption>(worker, JSON.stringify(message.envelope)));
     stop.abort();
   },
 });
 
-// 3. A consumer applies its effect once per message id.
-const consume = () =>
-  consumeOnce(writer, "credits", delivered[0].id, new Date(), (tx) =>
-    tx.query("INSERT INTO credit (message_id, amount) VALUES ($1, 10)", [delivered[0].id]));
-const first: boolean = await consume();
-const again: boolean = await consume();
+// 3. A consumer applies its effect once per message id (the twin's form with now still works).
+const first: boolean = await consumeOnce(writer, "credits", delivered[0].id, (tx) =>
+  tx.query("INSERT INTO credit (message_id, amount) VALUES ($1, 10)", [delivered[0].id]));
+const again: boolean = await consumeOnce(writer, "credits", delivered[0].id, new Date(), (tx) =>
+  tx.query("INSERT INTO credit (message_id, amount) VALUES ($1, 10)", [delivered[0].id]));
 
-console.log(JSON.stringify({ id, totals, delivered, first, again }));
+// 4. Monitoring: counts are numbers.
+const stats: TopicStats[] = await topicStats(worker, { topic: "credits" });
+const pending: number = stats[0].due + stats[0].delayed;
+
+console.log(JSON.stringify({ id, totals, delivered, seen, first, again, pending, stats }));
 await writer.end();
 await worker.end();
+
+// Code written for the versions before: it still compiles.
+export async function written(pool: pg.Pool, signal: AbortSignal): Promise<void> {
+  await runWorker({
+    query: pool.query.bind(pool), owner: "o", topic: "credits", signal,
+    sleep: (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000)),
+    deliver: async (message: OutboxMessage) => {
+      const envelope: Envelope = message.envelope;
+      void envelope;
+    },
+  });
+  await consumeOnce(pool, "credits", "id", new Date(), (tx) => tx.query("SELECT 1"));
+}
 `;
 
 /** Misuses the declarations must refuse: each line is an error, or tsc fails. */
 const MISUSE = `import pg from "pg";
-import { append, consumeOnce, createOutbox, runWorker } from "@krizaka/outbox-extension";
+import { append, consumeOnce, createOutbox, runWorker, topicStats } from "@krizaka/outbox-extension";
 
+type Redemption = { redemptionId: number };
 declare const client: pg.PoolClient;
 declare const pool: pg.Pool;
 
@@ -136,10 +162,16 @@ declare const pool: pg.Pool;
 void append(client, { topic: "t", type: "evt.t.v1" });
 // @ts-expect-error availableAt is a Date
 void append(client, { topic: "t", type: "evt.t.v1", payload: 1, availableAt: "tomorrow" });
-// @ts-expect-error now comes before the effect
-void consumeOnce(pool, "credits", "id", () => undefined);
-// @ts-expect-error the worker needs a sleep
-void runWorker({ query: pool, owner: "o", signal: new AbortController().signal, deliver: () => {} });
+// @ts-expect-error the payload is not a Redemption
+void append<Redemption>(client, { topic: "t", type: "evt.t.v1", payload: { redemptionId: "41" } });
+// @ts-expect-error the effect is required
+void consumeOnce(pool, "credits", "id", new Date());
+// @ts-expect-error the worker needs a signal
+void runWorker({ query: pool, owner: "o", deliver: () => {} });
+// @ts-expect-error a Redemption's id is a number
+void runWorker<Redemption>({ query: pool, owner: "o", signal: new AbortController().signal, deliver: (m) => m.payload.redemptionId.toUpperCase() });
+// @ts-expect-error counts are numbers
+export const due: Promise<string> = topicStats(pool).then((rows) => rows[0].due);
 // @ts-expect-error settings are the extension's
 createOutbox({ settings: () => ({}) });
 `;
@@ -153,7 +185,7 @@ describe("the packed package in a fresh project", { timeout: 300000 }, () => {
     const tarball = path.join(scratch, tarballs[0]);
     const files = run(scratch, "tar", ["-tzf", tarball]).trim().split("\n").sort();
     const expected = ["package/README.md", "package/package.json"];
-    for (const name of ["create-outbox", "envelope", "index", "outbox", "pull", "query", "worker"]) {
+    for (const name of ["create-outbox", "envelope", "index", "outbox", "pull", "query", "stats", "worker"]) {
       expected.push(`package/src/${name}.js`, `package/types/${name}.d.ts`);
     }
     assert.deepEqual(files, expected.sort());
@@ -193,8 +225,19 @@ describe("the packed package in a fresh project", { timeout: 300000 }, () => {
       { id: result.delivered[0].id, type: result.delivered[0].type, payload: result.delivered[0].payload },
       { id: result.id, type: "evt.coupon.redeemed.v1", payload: { redemptionId: 41 } },
     );
+    assert.deepEqual(result.seen, [{ redemptionId: 41, orderingKey: "account-7", lastError: null, seq: result.seen[0].seq }]);
+    assert.equal(typeof result.seen[0].seq, "number");
     assert.equal(result.first, true);
     assert.equal(result.again, false);
+    assert.equal(result.pending, 1);
+    assert.equal(result.stats.length, 1);
+    assert.deepEqual(
+      { ...result.stats[0], oldestUndeliveredAgeSeconds: typeof result.stats[0].oldestUndeliveredAgeSeconds },
+      {
+        topic: "credits", due: 0, delayed: 1, leased: 0, dead: 0, delivered: 1,
+        oldestUndeliveredAgeSeconds: "number", pausedUntil: null,
+      },
+    );
 
     const { rows } = await db.admin.query(
       `SELECT (SELECT count(*)::int FROM credit WHERE message_id = $1) AS credits,

@@ -1,7 +1,8 @@
 // @ts-check
 /**
- * The package as users get it: `npm pack` makes the tarball (declarations
- * generated from the JSDoc by the prepack script), a fresh project installs
+ * The package as users get it: `npm pack` makes the tarball (with the
+ * declarations of types/, which test/types.test.js keeps equal to what the
+ * JSDoc generates), a fresh project installs
  * it with pg and TypeScript from the registry, TypeScript checks and
  * compiles a consumer file against the generated declarations (and finds
  * the errors of a misuse file), and the compiled consumer appends in a

@@ -245,7 +245,7 @@ static SavedStatement stmt_claim_any = {
 static SavedStatement stmt_claim_delivered = {
 	"WITH claimed AS (UPDATE outbox.message m SET"
 	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4,"
-	" leased_until = NULL, delivered_at = $2 "
+	" leased_until = NULL, delivered_at = $2, last_error = NULL "
 	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
 	" SELECT c.id FROM outbox.message c"
 	" WHERE c.topic OPERATOR(pg_catalog.=) $1"
@@ -362,7 +362,7 @@ static SavedStatement stmt_claim_stream_delivered = {
 	" delivered_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN NULL ELSE $2 END,"
 	" dead_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN $2 END,"
 	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST
-	"   THEN " LEASE_EXPIRED_ERROR("$6") " ELSE m.last_error END "
+	"   THEN " LEASE_EXPIRED_ERROR("$6") " END "
 	"WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" CLAIM_STREAM_CANDIDATES
 	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts,"
 	" m.leased_until, m.dead_at, m.available_at) "

@@ -757,6 +757,7 @@ obx_stream_position(text *topic, TimestampTz now)
 	TimestampTz searched;
 	int64		position = StreamPositionGet(topic, &searched);
 	int64		horizon;
+	int64		taken;
 	int64		next;
 	bool		forward = true;
 	Datum		args[3];
@@ -768,12 +769,20 @@ obx_stream_position(text *topic, TimestampTz now)
 		searched <= now)
 		return position;
 
-	horizon = StreamHorizon();
-	if (position > horizon)
+	horizon = StreamHorizon(&taken);
+	if (position > taken)
 	{
 		/* the sequence was set back (TRUNCATE ... RESTART IDENTITY, setval) */
 		position = 0;
 		forward = false;
+	}
+	else if (position > horizon)
+	{
+		/*
+		 * An append is taking a position and the horizon knows only a floor
+		 * of it: the position kept is still right, the search waits.
+		 */
+		return position;
 	}
 	args[0] = PointerGetDatum(topic);
 	args[1] = Int64GetDatum(position);

@@ -107,20 +107,19 @@ obx_plan(SavedStatement *stmt)
 }
 
 /*
- * The settings of a statement's planning: the search path pinned
- * (IdentityPinSearchPath; outbox.append runs with its caller's), JIT off,
- * and the scans that scans excludes switched off.  A setting that already
- * has its value is left alone (the worker sets the path and JIT once for
- * its session).  Returns the GUC nest level to pass to obx_settings_end,
- * or 0 when nothing was changed; an error unwinds the settings with the
- * (sub)transaction.
+ * The planner settings of a statement's planning (the search path is
+ * pinned by the caller, for the planning and the run): JIT off, and the
+ * scans that scans excludes switched off.  JIT is left alone when it is
+ * off already (the worker sets it once for its session).  Returns the GUC
+ * nest level to pass to obx_settings_end, or 0 when nothing was changed;
+ * an error unwinds the settings with the (sub)transaction.
  */
 static int
 obx_settings_begin(SavedStatementScans scans)
 {
-	int			nestlevel = IdentityPinSearchPath();
+	int			nestlevel = 0;
 
-	if (nestlevel == 0 && (jit_enabled || scans != OBX_SCANS_ANY))
+	if (jit_enabled || scans != OBX_SCANS_ANY)
 		nestlevel = NewGUCNestLevel();
 	if (jit_enabled)
 		(void) set_config_option("jit", "off", PGC_USERSET,
@@ -146,7 +145,8 @@ obx_settings_end(int nestlevel)
 /*
  * The statement's plan, prepared on first use, and its generic plan built
  * or revalidated now under the planner settings of the statement (which
- * are restored before it returns).  Needs an SPI connection.
+ * are restored before it returns).  Needs an SPI connection, and the
+ * search path pinned.
  */
 static SPIPlanPtr
 obx_ready(SavedStatement *stmt)
@@ -188,8 +188,8 @@ static uint64
 obx_execute(SavedStatement *stmt, Datum *args, const char *nulls,
 			Snapshot snapshot, bool read_only, long count)
 {
-	SPIPlanPtr	plan = obx_ready(stmt);
 	int			nestlevel = IdentityPinSearchPath();
+	SPIPlanPtr	plan = obx_ready(stmt);
 	int			ret;
 
 	if (snapshot == InvalidSnapshot)
@@ -249,8 +249,8 @@ SpiExecuteCommitted(SavedStatement *stmt, Datum *args, const char *nulls,
 Portal
 SpiOpenCursor(SavedStatement *stmt, Datum *args, const char *nulls)
 {
-	SPIPlanPtr	plan = obx_ready(stmt);
 	int			nestlevel = IdentityPinSearchPath();
+	SPIPlanPtr	plan = obx_ready(stmt);
 	Portal		portal;
 
 	portal = SPI_cursor_open(NULL, plan, args, nulls, true);

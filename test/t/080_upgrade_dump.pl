@@ -110,6 +110,10 @@ for my $v (@versions)
 	is($node->safe_psql($db, $fingerprint_sql), $before, "$v: the data is intact");
 	is($node->safe_psql($db, $schema_sql), $fresh_schema, "$v: the same definitions as a fresh installation");
 	is($node->safe_psql($db, q{
+		SELECT string_agg(topic || ' ' || (created_by_role::oid = (SELECT oid FROM pg_roles WHERE rolname = created_by))::text, ', ')
+		  FROM outbox.routes}),
+		'live true', "$v: the route's creator is the role of its created_by");
+	is($node->safe_psql($db, q{
 		SELECT count(*) FROM pg_proc p
 		 WHERE p.pronamespace = 'outbox'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')}),
 		'0', "$v: no function executable by PUBLIC");
@@ -143,6 +147,10 @@ $new->safe_psql('postgres', 'CREATE ROLE src_writer; CREATE DATABASE src');
 $new->command_ok([ 'pg_restore', '--exit-on-error', '-d', $new->connstr('src'), $dump ], 'pg_restore into a fresh cluster');
 
 is($new->safe_psql('src', $fingerprint_sql), $before, 'messages, markers and routes are restored');
+is($new->safe_psql('src', q{
+	SELECT string_agg(topic || ' ' || (created_by_role::oid = (SELECT oid FROM pg_roles WHERE rolname = created_by))::text, ', ' ORDER BY topic)
+	  FROM outbox.routes}),
+	'credits true, live true', "the routes' creators are restored as the roles of that name");
 is($new->safe_psql('src', q{SELECT count(*) FROM outbox.message WHERE leased_until IS NOT NULL}),
 	'1', 'the lease in flight is restored too');
 is($new->safe_psql('src', q{

@@ -287,10 +287,12 @@ COMMENT ON FUNCTION outbox.envelope_by_id(uuid) IS
  * last such failure.  created_by_role is the role that made the route,
  * whose user mapping delivery uses while that role is still named
  * created_by: by OID, so that a role made later under the name of a
- * dropped one gets nothing of its routes; NULL, the role is unknown and
- * the route is not delivered until made again.  A regrole is dumped as the
- * role's name and restored as the role of that name; pg_upgrade keeps
- * role OIDs.
+ * dropped one gets nothing of its routes.  0 ('-') says the role was gone
+ * already when the extension was updated to 1.2 (the route is not
+ * delivered until made again); NULL, in a row written into the table by
+ * hand, that the role named created_by delivers it.  A regrole is dumped
+ * as the role's name and restored as the role of that name; pg_upgrade
+ * keeps role OIDs.
  */
 CREATE TABLE outbox.routes (
     topic       text        NOT NULL,

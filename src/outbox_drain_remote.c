@@ -195,9 +195,10 @@ RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
  * dropping that mapping stops the route; whoever delivers (the worker's
  * role, the caller of drain_once) lends nothing of its own.  The role is
  * the one of created_by_role, still named created_by (a role made later
- * under the same name is another), or found by name in tables older than
- * 1.2.  Returns InvalidOid, with the condition in *error, if the role is
- * gone (dropped or renamed since, or unknown).
+ * under the same name is another), or found by name when the table does
+ * not say (tables older than 1.2, a row written by hand).  Returns
+ * InvalidOid, with the condition in *error, if the role is gone (dropped
+ * or renamed since).
  */
 static Oid
 obx_route_creator(const OutboxRoute *route, OutboxError *error)

@@ -83,7 +83,9 @@ static SavedStatement stmt_routed_topics = {
 
 /*
  * breaker names the breaker's columns, or what stands for them in 1.0;
- * role the creator's role and whether the table has it
+ * role the creator's role and whether it is known (a route written by hand
+ * into the table, without created_by_role, or a table of 1.0 or 1.1, has
+ * its creator found by name)
  */
 #define ROUTE_LIST(breaker, role) \
 	"SELECT topic, target, channel, server, command, created_by, created_at, " \
@@ -93,7 +95,7 @@ static SavedStatement stmt_routed_topics = {
 
 static SavedStatement stmt_route_list = {
 	ROUTE_LIST("paused_until, consecutive_failures",
-			   "created_by_role::pg_catalog.oid, true"),
+			   "created_by_role::pg_catalog.oid, created_by_role IS NOT NULL"),
 	SPI_OK_SELECT,
 	1, {TEXTOID}
 };

@@ -103,6 +103,13 @@ for my $v (@versions)
 {
 	my $db = 'v' . ($v =~ s/\W/_/gr);
 	populate($db, $v);
+	# a route whose creator is gone before the update
+	$node->safe_psql($db, qq{
+		CREATE ROLE ${db}_gone;
+		INSERT INTO outbox.routes (topic, target, channel, created_by)
+		VALUES ('gone', 'notify', 'gone_events', '${db}_gone');
+		DROP ROLE ${db}_gone;
+	}) if $v ne $current;
 	my $before = $node->safe_psql($db, $fingerprint_sql);
 	$node->safe_psql($db, 'ALTER EXTENSION krizaka_outbox UPDATE');
 	is($node->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'}),
@@ -110,9 +117,13 @@ for my $v (@versions)
 	is($node->safe_psql($db, $fingerprint_sql), $before, "$v: the data is intact");
 	is($node->safe_psql($db, $schema_sql), $fresh_schema, "$v: the same definitions as a fresh installation");
 	is($node->safe_psql($db, q{
-		SELECT string_agg(topic || ' ' || (created_by_role::oid = (SELECT oid FROM pg_roles WHERE rolname = created_by))::text, ', ')
+		SELECT string_agg(topic || ' ' || CASE
+		         WHEN created_by_role::oid = 0 THEN 'gone'
+		         WHEN created_by_role::oid = (SELECT oid FROM pg_roles WHERE rolname = created_by) THEN 'its role'
+		         ELSE coalesce(created_by_role::text, 'null') END, ', ' ORDER BY topic)
 		  FROM outbox.routes}),
-		'live true', "$v: the route's creator is the role of its created_by");
+		$v ne $current ? 'gone gone, live its role' : 'live its role',
+		"$v: the route's creator is the role of its created_by, or known gone");
 	is($node->safe_psql($db, q{
 		SELECT count(*) FROM pg_proc p
 		 WHERE p.pronamespace = 'outbox'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')}),

@@ -31,7 +31,11 @@
  * No lock of the extension is held while a position is taken: the
  * sequence's own lock may be waited for (a session holding it by LOCK or
  * ALTER SEQUENCE), and that wait is an ordinary one, seen by the deadlock
- * detector and ended by a cancel.
+ * detector and ended by a cancel.  Floors start again from 1 when the
+ * relation cache says the sequence changed (TRUNCATE ... RESTART
+ * IDENTITY, ALTER SEQUENCE ... RESTART, the extension made anew); a
+ * setval backwards sends no such word, and while appends run it breaks
+ * the order of positions anyway.
  *
  * A prepared transaction (two-phase commit) outlives its backend's
  * transaction: at PREPARE its record moves to the slot of the prepared
@@ -49,7 +53,10 @@
  * Glossary:
  *	position	a value of outbox.message.seq
  *	horizon		the first position an append in progress may commit at
- *	record		a backend's slot: its first position of this transaction
+ *	record		a backend's slot: its first position of this transaction,
+ *				or a floor below it while that position is being taken
+ *	floor		one above the last position the backend took: positions
+ *				only grow, so the one it is taking is at or above it
  *
  *-------------------------------------------------------------------------
  */

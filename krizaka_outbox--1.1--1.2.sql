@@ -59,6 +59,21 @@ DROP INDEX outbox.message_delivered_idx;
 ALTER TABLE outbox.message SET (fillfactor = 30);
 
 /*
+ * The creator of a route as a role (its OID), not only by name: delivery
+ * connects with the user mapping of that very role, so that a role made
+ * later under the name of a dropped one gets nothing of its routes.  The
+ * routes in place get the role their created_by names now; one whose role
+ * is gone gets 0 and is not delivered until made again.
+ */
+ALTER TABLE outbox.routes ADD COLUMN created_by_role regrole;
+
+UPDATE outbox.routes r
+   SET created_by_role = COALESCE(
+        (SELECT a.oid FROM pg_catalog.pg_roles a
+          WHERE a.rolname OPERATOR(pg_catalog.=) r.created_by),
+        0::pg_catalog.oid)::pg_catalog.regrole;
+
+/*
  * Ordering keys: a column, its index, and append and append_batch with a
  * last parameter ordering_key.  The new functions replace the old ones
  * (an overload would make every call without a key ambiguous) and get

@@ -281,9 +281,18 @@ COMMENT ON FUNCTION outbox.envelope_by_id(uuid) IS
  * topic.  One route per topic: a NOTIFY channel, or a command run on a
  * remote PostgreSQL database named by a foreign server (credentials come
  * from the user mapping of the delivering role, never from this table).
- * The last three columns are the circuit breaker of a remote route,
- * written by delivery when it changes: calls in a row that found the
- * server unreachable, the pause they caused, and the last such failure.
+ * paused_until, consecutive_failures and last_failure are the circuit
+ * breaker of a remote route, written by delivery when it changes: calls in
+ * a row that found the server unreachable, the pause they caused, and the
+ * last such failure.  created_by_role is the role that made the route,
+ * whose user mapping delivery uses while that role is still named
+ * created_by: by OID, so that a role made later under the name of a
+ * dropped one gets nothing of its routes.  0 ('-') says the role was gone
+ * already when the extension was updated to 1.2 (the route is not
+ * delivered until made again); NULL, in a row written into the table by
+ * hand, that the role named created_by delivers it.  A regrole is dumped
+ * as the role's name and restored as the role of that name; pg_upgrade
+ * keeps role OIDs.
  */
 CREATE TABLE outbox.routes (
     topic       text        NOT NULL,
@@ -296,6 +305,7 @@ CREATE TABLE outbox.routes (
     paused_until          timestamptz,
     consecutive_failures  integer     NOT NULL DEFAULT 0,
     last_failure          text,
+    created_by_role       regrole,
     CONSTRAINT routes_pkey PRIMARY KEY (topic),
     CONSTRAINT routes_target_check CHECK (
         (target OPERATOR(pg_catalog.=) 'notify' AND channel IS NOT NULL

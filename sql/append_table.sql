@@ -228,6 +228,36 @@ SELECT outbox.append('rls', 'evt.a.v1', '1') IS NOT NULL AS appended;
 ALTER TABLE outbox.message DISABLE ROW LEVEL SECURITY;
 SELECT count(*) FROM outbox.message WHERE topic = 'rls';
 
+-- a default or CHECK that calls a function: replacing the function takes
+-- effect at the next append (the direct insert keeps them compiled)
+CREATE FUNCTION regress.tag() RETURNS text LANGUAGE sql IMMUTABLE AS $$SELECT 'v1'$$;
+CREATE FUNCTION regress.tag_ok(t text) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$SELECT true$$;
+ALTER TABLE outbox.message ADD COLUMN tag text DEFAULT regress.tag(),
+    ADD CONSTRAINT message_tag_check CHECK (regress.tag_ok(topic));
+SELECT outbox.append('fn', 'evt.a.v1', '1') IS NOT NULL AS appended;
+CREATE OR REPLACE FUNCTION regress.tag() RETURNS text LANGUAGE sql IMMUTABLE AS $$SELECT 'v2'$$;
+SELECT outbox.append('fn', 'evt.a.v1', '2') IS NOT NULL AS appended;
+SELECT payload, tag FROM outbox.message WHERE topic = 'fn' ORDER BY seq;
+CREATE OR REPLACE FUNCTION regress.tag_ok(t text) RETURNS boolean LANGUAGE sql IMMUTABLE
+    AS $$SELECT t <> 'fn'$$;
+SELECT regress.err_msg($$SELECT outbox.append('fn', 'evt.a.v1', '3')$$);
+SELECT count(*) FROM outbox.message WHERE topic = 'fn';
+ALTER TABLE outbox.message DROP COLUMN tag, DROP CONSTRAINT message_tag_check;
+DROP FUNCTION regress.tag(), regress.tag_ok(text);
+
+-- outbox.message attached as a partition: the partition constraint holds
+-- for appended rows as it does for an INSERT
+CREATE TABLE regress.all_messages (LIKE outbox.message) PARTITION BY LIST (topic);
+DELETE FROM outbox.message WHERE topic NOT IN ('part');
+SELECT outbox.append('part', 'evt.a.v1', '1') IS NOT NULL AS appended;
+ALTER TABLE regress.all_messages ATTACH PARTITION outbox.message FOR VALUES IN ('part');
+SELECT outbox.append('part', 'evt.a.v1', '2') IS NOT NULL AS appended;
+SELECT regress.err_msg($$SELECT outbox.append('other', 'evt.a.v1', '3')$$);
+ALTER TABLE regress.all_messages DETACH PARTITION outbox.message;
+DROP TABLE regress.all_messages;
+SELECT topic, payload FROM outbox.message WHERE topic IN ('part', 'other') ORDER BY seq;
+SELECT outbox.append('other', 'evt.a.v1', '4') IS NOT NULL AS appended;
+
 SELECT regress.reset();
 DROP FUNCTION regress.indexes_complete();
 DROP FUNCTION regress.err_msg(text);

@@ -232,6 +232,32 @@ RESET ROLE;
 SELECT n, attempts, split_part(last_error, E'\n', 1) AS last_error FROM outcome WHERE topic = 'r_role';
 ROLLBACK;
 
+-- the creator is a role, not a name: a role made later under the name of a
+-- dropped creator, with a mapping of its own, gets nothing of its routes
+BEGIN;
+CREATE ROLE regress_outbox_creator NOLOGIN;
+GRANT USAGE ON SCHEMA outbox TO regress_outbox_creator;
+GRANT EXECUTE ON FUNCTION outbox.route_remote(text, name, text) TO regress_outbox_creator;
+GRANT USAGE ON FOREIGN SERVER regress_unreachable TO regress_outbox_creator;
+CREATE USER MAPPING FOR regress_outbox_creator SERVER regress_unreachable
+    OPTIONS (user 'x', password 'secret');
+SET ROLE regress_outbox_creator;
+SELECT outbox.route_remote('r_again', 'regress_unreachable', 'SELECT $1');
+RESET ROLE;
+SELECT created_by, created_by_role::text = created_by::text AS role_of_created_by
+  FROM outbox.routes WHERE topic = 'r_again';
+DROP USER MAPPING FOR regress_outbox_creator SERVER regress_unreachable;
+DROP OWNED BY regress_outbox_creator;
+DROP ROLE regress_outbox_creator;
+CREATE ROLE regress_outbox_creator NOLOGIN;
+GRANT USAGE ON FOREIGN SERVER regress_unreachable TO regress_outbox_creator;
+CREATE USER MAPPING FOR regress_outbox_creator SERVER regress_unreachable
+    OPTIONS (user 'x', password 'secret');
+SELECT pg_temp.add('r_again', 7, 7);
+SELECT outbox.drain_once('r_again');
+SELECT n, attempts, split_part(last_error, E'\n', 1) AS last_error FROM outcome WHERE topic = 'r_again';
+ROLLBACK;
+
 --
 -- in a read-only transaction drain_once fails cleanly (25006) and changes
 -- nothing

@@ -153,4 +153,28 @@ SELECT e.label, octet_length(e.err) AS given_bytes,
  ORDER BY e.label;
 DROP TABLE errors;
 
+-- A later successful delivery clears last_error: complete, complete_many,
+-- and the claim of a NOTIFY route that marks its messages delivered.
+SELECT pg_temp.arm(1);
+SELECT outbox.fail(regress.id(1), 'w', 'first try failed');
+UPDATE outbox.message SET available_at = '2020-01-01 00:00:00+00' WHERE id = regress.id(1);
+SELECT count(*) AS claimed FROM outbox.claim('w', 'backoff', 1);
+SELECT outbox.complete(regress.id(1), 'w');
+SELECT delivered_at IS NOT NULL AS delivered, last_error FROM outbox.message WHERE id = regress.id(1);
+UPDATE outbox.message SET delivered_at = NULL, deferred = true WHERE id = regress.id(1);
+SELECT pg_temp.arm(1);
+SELECT outbox.fail(regress.id(1), 'w', 'second try failed');
+UPDATE outbox.message SET available_at = '2020-01-01 00:00:00+00' WHERE id = regress.id(1);
+SELECT count(*) AS claimed FROM outbox.claim('w', 'backoff', 1);
+SELECT outbox.complete_many(ARRAY[regress.id(1)], 'w');
+SELECT delivered_at IS NOT NULL AS delivered, last_error FROM outbox.message WHERE id = regress.id(1);
+UPDATE outbox.message SET delivered_at = NULL, deferred = true WHERE id = regress.id(1);
+SELECT pg_temp.arm(1);
+SELECT outbox.fail(regress.id(1), 'w', 'third try failed');
+UPDATE outbox.message SET available_at = '2020-01-01 00:00:00+00', deferred = true WHERE id = regress.id(1);
+SELECT outbox.route_notify('backoff', 'regress_fail_channel');
+SELECT outbox.drain_once('backoff');
+SELECT delivered_at IS NOT NULL AS delivered, attempts, last_error FROM outbox.message WHERE id = regress.id(1);
+SELECT outbox.unroute('backoff');
+
 RESET TimeZone;

@@ -193,14 +193,32 @@ RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
  * Its user mapping gives the credentials and its USAGE on the server is
  * checked again at each delivery (RemoteResolve), so revoking that USAGE or
  * dropping that mapping stops the route; whoever delivers (the worker's
- * role, the caller of drain_once) lends nothing of its own.  Returns
- * InvalidOid, with the condition in *error, if the role is gone (dropped or
- * renamed since).
+ * role, the caller of drain_once) lends nothing of its own.  The role is
+ * the one of created_by_role, still named created_by (a role made later
+ * under the same name is another), or found by name when the table does
+ * not say (tables older than 1.2, a row written by hand).  Returns
+ * InvalidOid, with the condition in *error, if the role is gone (dropped
+ * or renamed since).
  */
 static Oid
 obx_route_creator(const OutboxRoute *route, OutboxError *error)
 {
-	Oid			creator = get_role_oid(route->created_by, true);
+	Oid			creator;
+
+	/*
+	 * By OID and name since 1.2: a role made under a dropped one's name is
+	 * not it, and a renamed one stops the route as before.
+	 */
+	if (route->creator_by_role)
+	{
+		char	   *name = OidIsValid(route->creator) ?
+			GetUserNameFromId(route->creator, true) : NULL;
+
+		creator = (name != NULL && strcmp(name, route->created_by) == 0) ?
+			route->creator : InvalidOid;
+	}
+	else
+		creator = get_role_oid(route->created_by, true);
 
 	if (!OidIsValid(creator))
 	{

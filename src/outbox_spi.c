@@ -15,7 +15,25 @@
  * speed (outbox_identity.c), calls in with its caller's (the worker sets
  * the pinned one for its session, so that it pays nothing per statement).
  * The statements qualify every name anyway; the pin covers what they run
- * that is not theirs (an operator's triggers).
+ * that is not theirs (an operator's triggers), which runs as the owner of
+ * the tables and must not look names up in a path its caller chose.  The
+ * path has to stay pinned while the statement runs, triggers included:
+ * the plan cache compares a saved plan's search path with the one in
+ * effect when it is executed, and analyses the statement again under the
+ * latter when they differ.  That is also why it does no harm to a
+ * trigger's own plans: PL/pgSQL's plans are checked the same way, so a
+ * plan a trigger made under the pinned path is made again under its
+ * caller's.
+ *
+ * The planner settings below are different: they are not part of a plan's
+ * identity, and a PL/pgSQL trigger would keep a plan made under them.  So
+ * they are set only while the statement's plan is made or checked
+ * (obx_ready: SPI_plan_get_cached_plan, which builds or revalidates the
+ * generic plan), and the statement then runs under its caller's settings,
+ * finding its plan ready.  Should the plan be invalidated in between (an
+ * invalidation read by nothing but this very statement's start, which
+ * holds its locks already), it would be made once without them; it would
+ * still be right, and the next call makes it again under them.
  *
  * Plans are made without JIT compilation: a statement of the store reads a
  * few index pages, but on a large table the generic plan of one that reads
@@ -47,12 +65,15 @@
 #include "jit/jit.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
+#include "utils/plancache.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
 #include "outbox_identity.h"
 #include "outbox_spi.h"
 
 static SPIPlanPtr obx_plan(SavedStatement *stmt);
+static SPIPlanPtr obx_ready(SavedStatement *stmt);
 static int	obx_settings_begin(SavedStatementScans scans);
 static void obx_settings_end(int nestlevel);
 static uint64 obx_execute(SavedStatement *stmt, Datum *args,
@@ -86,21 +107,19 @@ obx_plan(SavedStatement *stmt)
 }
 
 /*
- * The settings of the statement about to run and of its planning, which
- * happens inside its execution when the plan cache finds the plan missing
- * or stale: the search path pinned (IdentityPinSearchPath; outbox.append
- * runs with its caller's), JIT off, and the scans that scans excludes switched
- * off.  A setting that already has its value is left alone (the worker sets
- * the path and JIT once for its session).  Returns the GUC nest level to
- * pass to obx_settings_end, or 0 when nothing was changed; an error unwinds
- * the settings with the (sub)transaction.
+ * The planner settings of a statement's planning (the search path is
+ * pinned by the caller, for the planning and the run): JIT off, and the
+ * scans that scans excludes switched off.  JIT is left alone when it is
+ * off already (the worker sets it once for its session).  Returns the GUC
+ * nest level to pass to obx_settings_end, or 0 when nothing was changed;
+ * an error unwinds the settings with the (sub)transaction.
  */
 static int
 obx_settings_begin(SavedStatementScans scans)
 {
-	int			nestlevel = IdentityPinSearchPath();
+	int			nestlevel = 0;
 
-	if (nestlevel == 0 && (jit_enabled || scans != OBX_SCANS_ANY))
+	if (jit_enabled || scans != OBX_SCANS_ANY)
 		nestlevel = NewGUCNestLevel();
 	if (jit_enabled)
 		(void) set_config_option("jit", "off", PGC_USERSET,
@@ -121,6 +140,26 @@ obx_settings_end(int nestlevel)
 {
 	if (nestlevel > 0)
 		AtEOXact_GUC(true, nestlevel);
+}
+
+/*
+ * The statement's plan, prepared on first use, and its generic plan built
+ * or revalidated now under the planner settings of the statement (which
+ * are restored before it returns).  Needs an SPI connection, and the
+ * search path pinned.
+ */
+static SPIPlanPtr
+obx_ready(SavedStatement *stmt)
+{
+	int			nestlevel = obx_settings_begin(stmt->scans);
+	SPIPlanPtr	plan = obx_plan(stmt);
+	CachedPlan *cplan;
+
+	cplan = SPI_plan_get_cached_plan(plan);
+	if (cplan != NULL)
+		ReleaseCachedPlan(cplan, CurrentResourceOwner);
+	obx_settings_end(nestlevel);
+	return plan;
 }
 
 /* Open a connection to SPI for the statements that follow. */
@@ -149,15 +188,16 @@ static uint64
 obx_execute(SavedStatement *stmt, Datum *args, const char *nulls,
 			Snapshot snapshot, bool read_only, long count)
 {
-	int			nestlevel = obx_settings_begin(stmt->scans);
+	int			nestlevel = IdentityPinSearchPath();
+	SPIPlanPtr	plan = obx_ready(stmt);
 	int			ret;
 
 	if (snapshot == InvalidSnapshot)
-		ret = SPI_execute_plan(obx_plan(stmt), args, nulls, read_only, count);
+		ret = SPI_execute_plan(plan, args, nulls, read_only, count);
 	else
-		ret = SPI_execute_snapshot(obx_plan(stmt), args, nulls, snapshot,
+		ret = SPI_execute_snapshot(plan, args, nulls, snapshot,
 								   InvalidSnapshot, read_only, false, count);
-	obx_settings_end(nestlevel);
+	IdentityUnpinSearchPath(nestlevel);
 	if (ret != stmt->expect)
 		elog(ERROR, "%s failed for \"%s\": %s",
 			 snapshot == InvalidSnapshot ? "SPI_execute_plan" : "SPI_execute_snapshot",
@@ -209,11 +249,12 @@ SpiExecuteCommitted(SavedStatement *stmt, Datum *args, const char *nulls,
 Portal
 SpiOpenCursor(SavedStatement *stmt, Datum *args, const char *nulls)
 {
-	int			nestlevel = obx_settings_begin(stmt->scans);
+	int			nestlevel = IdentityPinSearchPath();
+	SPIPlanPtr	plan = obx_ready(stmt);
 	Portal		portal;
 
-	portal = SPI_cursor_open(NULL, obx_plan(stmt), args, nulls, true);
-	obx_settings_end(nestlevel);
+	portal = SPI_cursor_open(NULL, plan, args, nulls, true);
+	IdentityUnpinSearchPath(nestlevel);
 	return portal;
 }
 

@@ -101,10 +101,14 @@ static SavedStatement stmt_append_batch[2] = {
  * Completion sets deferred to false in the tables of 1.2, so that a
  * delivered message leaves the deferred indexes; for a fresh message the
  * value does not change, and the update stays HOT (no index names
- * delivered_at or leased_until).
+ * delivered_at, leased_until or last_error).  A delivered message has no
+ * last_error: the error of an earlier attempt is cleared, so that
+ * last_error IS NOT NULL means "failing now" (the server log keeps every
+ * failed attempt).
  */
 #define COMPLETE(v, which, type) { \
-	"UPDATE outbox.message SET delivered_at = $3, leased_until = NULL" v " " \
+	"UPDATE outbox.message SET delivered_at = $3, leased_until = NULL," \
+	" last_error = NULL" v " " \
 	"WHERE id OPERATOR(pg_catalog.=) " which " AND " LEASE_HELD_BY_OWNER, \
 	SPI_OK_UPDATE, \
 	3, {type, TEXTOID, TIMESTAMPTZOID} }
@@ -578,6 +582,16 @@ StoreFail(pg_uuid_t *id, text *owner, text *error, TimestampTz now)
 	}
 	(void) SpiExecute(&stmt_fail_update[obx_v()], args, nulls, false, 0);
 	SpiFinish();
+
+	/*
+	 * last_error keeps the latest failure only, and a later delivery clears
+	 * it: the server log keeps each failed attempt.
+	 */
+	ereport(LOG,
+			(errmsg("outbox message %s failed attempt %d of %d: %s",
+					DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(id))),
+					attempts, outbox_max_attempts, text_to_cstring(error)),
+			 errhidestmt(true)));
 	return true;
 }
 

@@ -11,7 +11,9 @@
  * every index and compiling the predicates of the partial ones) on every
  * call.  Here that work is done once per backend: what the table
  * looks like (its columns, their defaults, its indexes with their
- * predicates compiled) is kept until the relation cache says it changed,
+ * predicates compiled) is kept until the relation cache says it changed
+ * (or, when those call a function that is not built in, until a function
+ * changes),
  * and a call only locks the table, forms the row, and inserts it into the
  * heap and into the indexes whose predicate it meets (two for a message
  * without ordering key or delay: the primary key and the stream).
@@ -20,7 +22,9 @@
  * has anything the executor would have to run around the row (triggers,
  * rules, row security, generated or identity columns, expression,
  * exclusion or non-btree indexes, a NOT NULL column without default that
- * the append does not fill) or is not the table of 1.2, AppendDirect says
+ * the append does not fill), is a partition (whose partition constraint
+ * only the executor checks) or partitioned (whose rows only the executor
+ * routes), or is not the table of 1.2, AppendDirect says
  * no and the caller runs the saved INSERT, which does all of it.  The same
  * when this row would fail a NOT NULL or CHECK constraint, or the current
  * role may not insert: nothing has been written yet, and the INSERT then
@@ -72,6 +76,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "outbox.h"
 #include "outbox_store.h"
@@ -108,6 +113,7 @@ typedef struct AppendTarget
 	bool		valid;			/* false: look again at the next call */
 	bool		direct;
 	bool		pin_path;		/* may depend on the search path */
+	bool		user_functions; /* calls a function not built in */
 	Oid			relid;
 	Oid			seqid;
 	TupleDesc	tupdesc;
@@ -125,6 +131,9 @@ static MemoryContext append_cxt = NULL;
 static bool callbacks_registered = false;
 
 static void obx_forget_relation(Datum arg, Oid relid);
+static void obx_forget_functions(Datum arg, int cacheid, uint32 hashvalue);
+static bool obx_user_function(Oid func, void *context);
+static bool obx_calls_user_function(Node *node, void *context);
 static void obx_examine(Relation rel);
 static bool obx_examine_columns(Relation rel);
 static bool obx_examine_indexes(Relation rel);
@@ -160,12 +169,41 @@ obx_path_dependent(Node *node, void *context)
 	return expression_tree_walker(node, obx_path_dependent, context);
 }
 
-/* An expression ready to compile, noting whether it needs the pinned path */
+/* Whether a function is not one of the server's own */
+static bool
+obx_user_function(Oid func, void *context)
+{
+	return func >= FirstNormalObjectId;
+}
+
+/* Whether an expression calls a function that is not the server's own */
+static bool
+obx_calls_user_function(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, obx_user_function, NULL))
+		return true;
+	return expression_tree_walker(node, obx_calls_user_function, context);
+}
+
+/*
+ * An expression ready to compile, noting whether it needs the pinned path
+ * and whether it calls a function that CREATE OR REPLACE may change (a SQL
+ * function's body is inlined by the planning, and the compiled expression
+ * keeps each function's lookup).  The tree is looked at before planning
+ * too: an inlined function no longer appears after it.
+ */
 static Expr *
 obx_plan_expr(Expr *expr)
 {
-	Expr	   *planned = expression_planner(expr);
+	Expr	   *planned;
 
+	if (obx_calls_user_function((Node *) expr, NULL))
+		target.user_functions = true;
+	planned = expression_planner(expr);
+	if (obx_calls_user_function((Node *) planned, NULL))
+		target.user_functions = true;
 	if (obx_path_dependent((Node *) planned, NULL))
 		target.pin_path = true;
 	return planned;
@@ -192,6 +230,19 @@ obx_forget_relation(Datum arg, Oid relid)
 }
 
 /*
+ * A function was created, replaced, altered or dropped: forget the table
+ * if what is kept of it calls a function that is not built in (a default,
+ * a CHECK or an index predicate compiled with the function's old body or
+ * properties).  The server's own functions are not replaced.
+ */
+static void
+obx_forget_functions(Datum arg, int cacheid, uint32 hashvalue)
+{
+	if (target.user_functions)
+		target.valid = false;
+}
+
+/*
  * Look at the table (locked by the caller) and keep what a direct insert
  * needs, or that it cannot be done.
  */
@@ -205,6 +256,7 @@ obx_examine(Relation rel)
 	if (!callbacks_registered)
 	{
 		CacheRegisterRelcacheCallback(obx_forget_relation, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, obx_forget_functions, (Datum) 0);
 		callbacks_registered = true;
 	}
 	if (append_cxt == NULL)
@@ -226,6 +278,7 @@ obx_examine(Relation rel)
 	old = MemoryContextSwitchTo(append_cxt);
 	direct = OidIsValid(target.seqid) &&
 		rel->rd_rel->relkind == RELKIND_RELATION &&
+		!rel->rd_rel->relispartition &&
 		rel->trigdesc == NULL && rel->rd_rules == NULL &&
 		!rel->rd_rel->relrowsecurity &&
 		obx_examine_columns(rel) && obx_examine_indexes(rel);

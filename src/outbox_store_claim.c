@@ -245,7 +245,7 @@ static SavedStatement stmt_claim_any = {
 static SavedStatement stmt_claim_delivered = {
 	"WITH claimed AS (UPDATE outbox.message m SET"
 	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4,"
-	" leased_until = NULL, delivered_at = $2 "
+	" leased_until = NULL, delivered_at = $2, last_error = NULL "
 	"WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY("
 	" SELECT c.id FROM outbox.message c"
 	" WHERE c.topic OPERATOR(pg_catalog.=) $1"
@@ -362,7 +362,7 @@ static SavedStatement stmt_claim_stream_delivered = {
 	" delivered_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN NULL ELSE $2 END,"
 	" dead_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN $2 END,"
 	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST
-	"   THEN " LEASE_EXPIRED_ERROR("$6") " ELSE m.last_error END "
+	"   THEN " LEASE_EXPIRED_ERROR("$6") " END "
 	"WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" CLAIM_STREAM_CANDIDATES
 	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts,"
 	" m.leased_until, m.dead_at, m.available_at) "
@@ -757,6 +757,7 @@ obx_stream_position(text *topic, TimestampTz now)
 	TimestampTz searched;
 	int64		position = StreamPositionGet(topic, &searched);
 	int64		horizon;
+	int64		taken;
 	int64		next;
 	bool		forward = true;
 	Datum		args[3];
@@ -768,12 +769,20 @@ obx_stream_position(text *topic, TimestampTz now)
 		searched <= now)
 		return position;
 
-	horizon = StreamHorizon();
-	if (position > horizon)
+	horizon = StreamHorizon(&taken);
+	if (position > taken)
 	{
 		/* the sequence was set back (TRUNCATE ... RESTART IDENTITY, setval) */
 		position = 0;
 		forward = false;
+	}
+	else if (position > horizon)
+	{
+		/*
+		 * An append is taking a position and the horizon knows only a floor
+		 * of it: the position kept is still right, the search waits.
+		 */
+		return position;
 	}
 	args[0] = PointerGetDatum(topic);
 	args[1] = Int64GetDatum(position);

@@ -11,10 +11,11 @@
  * store and read.  Like every statement of the store they run as
  * SavedStatements (outbox_spi.c) with schema-qualified names.
  *
- * The circuit breaker's columns came with version 1.1.  A database whose
- * extension is still at 1.0 (the new library is installed, ALTER EXTENSION
- * ... UPDATE has not run yet) has none: its routes are read and set
- * without them, and have no breaker until the update.
+ * The circuit breaker's columns came with version 1.1, the creator's role
+ * (created_by_role) with 1.2.  A database whose extension is older (the new
+ * library is installed, ALTER EXTENSION ... UPDATE has not run yet) lacks
+ * them: its routes are read and set without them, have no breaker, and
+ * their creator is found by name, until the update.
  *
  *-------------------------------------------------------------------------
  */
@@ -36,23 +37,32 @@
  * $2 is the target, 'notify' or 'remote'; the columns of the other are
  * NULL.  A route set again starts with a closed breaker.
  */
-#define ROUTE_SET \
-	"INSERT INTO outbox.routes (topic, target, channel, server, command, created_by, created_at) " \
-	"VALUES ($1, $2, $3, $4, $5, $6, $7) " \
+#define ROUTE_SET(role, role_value) \
+	"INSERT INTO outbox.routes (topic, target, channel, server, command, created_by, created_at" \
+	role ") VALUES ($1, $2, $3, $4, $5, $6, $7" role_value ") " \
 	"ON CONFLICT (topic) DO UPDATE SET target = excluded.target, channel = excluded.channel," \
 	" server = excluded.server, command = excluded.command," \
 	" created_by = excluded.created_by, created_at = excluded.created_at"
 #define ROUTE_SET_ARGS \
-	7, {TEXTOID, TEXTOID, TEXTOID, NAMEOID, TEXTOID, NAMEOID, TIMESTAMPTZOID}
+	8, {TEXTOID, TEXTOID, TEXTOID, NAMEOID, TEXTOID, NAMEOID, TIMESTAMPTZOID, REGROLEOID}
+#define ROUTE_SET_BREAKER \
+	", paused_until = NULL, consecutive_failures = 0, last_failure = NULL"
 
 static SavedStatement stmt_route_set = {
-	ROUTE_SET ", paused_until = NULL, consecutive_failures = 0, last_failure = NULL",
+	ROUTE_SET(", created_by_role", ", $8") ROUTE_SET_BREAKER
+	", created_by_role = excluded.created_by_role",
+	SPI_OK_INSERT,
+	ROUTE_SET_ARGS
+};
+
+static SavedStatement stmt_route_set_v11 = {
+	ROUTE_SET("", "") ROUTE_SET_BREAKER,
 	SPI_OK_INSERT,
 	ROUTE_SET_ARGS
 };
 
 static SavedStatement stmt_route_set_v10 = {
-	ROUTE_SET,
+	ROUTE_SET("", ""),
 	SPI_OK_INSERT,
 	ROUTE_SET_ARGS
 };
@@ -71,20 +81,33 @@ static SavedStatement stmt_routed_topics = {
 	OBX_SCANS_ANY
 };
 
-/* breaker names the breaker's columns, or what stands for them in 1.0 */
-#define ROUTE_LIST(breaker) \
+/*
+ * breaker names the breaker's columns, or what stands for them in 1.0;
+ * role the creator's role and whether it is known (a route written by hand
+ * into the table, without created_by_role, or a table of 1.0 or 1.1, has
+ * its creator found by name)
+ */
+#define ROUTE_LIST(breaker, role) \
 	"SELECT topic, target, channel, server, command, created_by, created_at, " \
-	breaker " FROM outbox.routes " \
+	breaker ", " role " FROM outbox.routes " \
 	"WHERE $1 IS NULL OR topic OPERATOR(pg_catalog.=) $1 ORDER BY topic"
+#define ROUTE_LIST_NO_ROLE	"NULL::pg_catalog.oid, false"
 
 static SavedStatement stmt_route_list = {
-	ROUTE_LIST("paused_until, consecutive_failures"),
+	ROUTE_LIST("paused_until, consecutive_failures",
+			   "created_by_role::pg_catalog.oid, created_by_role IS NOT NULL"),
+	SPI_OK_SELECT,
+	1, {TEXTOID}
+};
+
+static SavedStatement stmt_route_list_v11 = {
+	ROUTE_LIST("paused_until, consecutive_failures", ROUTE_LIST_NO_ROLE),
 	SPI_OK_SELECT,
 	1, {TEXTOID}
 };
 
 static SavedStatement stmt_route_list_v10 = {
-	ROUTE_LIST("NULL::pg_catalog.timestamptz, 0"),
+	ROUTE_LIST("NULL::pg_catalog.timestamptz, 0", ROUTE_LIST_NO_ROLE),
 	SPI_OK_SELECT,
 	1, {TEXTOID}
 };
@@ -115,13 +138,15 @@ static SavedStatement stmt_message_on_channel = {
 /* The arguments of stmt_route_set */
 typedef struct RouteArgs
 {
-	Datum		values[7];
-	char		nulls[7];
+	Datum		values[8];
+	char		nulls[8];
 	NameData	server;
 	NameData	creator;
 } RouteArgs;
 
 static bool obx_routes_have_breaker(void);
+static bool obx_routes_have_role(void);
+static SavedStatement *obx_route_set(void);
 static void obx_route_args(RouteArgs *a, text *topic, const char *target,
 						   Oid creator);
 
@@ -140,6 +165,28 @@ obx_routes_have_breaker(void)
 }
 
 /*
+ * Whether outbox.routes has the creator's role (version 1.2 and later).
+ */
+static bool
+obx_routes_have_role(void)
+{
+	Oid			routes = get_relname_relid("routes",
+										   get_namespace_oid("outbox", false));
+
+	return OidIsValid(routes) &&
+		get_attnum(routes, "created_by_role") != InvalidAttrNumber;
+}
+
+/* The statement that sets a route, for the version of the tables */
+static SavedStatement *
+obx_route_set(void)
+{
+	if (!obx_routes_have_breaker())
+		return &stmt_route_set_v10;
+	return obx_routes_have_role() ? &stmt_route_set : &stmt_route_set_v11;
+}
+
+/*
  * Start the arguments of a route of topic to target made by creator, with
  * no channel, server or command.
  */
@@ -154,6 +201,7 @@ obx_route_args(RouteArgs *a, text *topic, const char *target, Oid creator)
 	namestrcpy(&a->creator, GetUserNameFromId(creator, false));
 	a->values[5] = NameGetDatum(&a->creator);
 	a->values[6] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	a->values[7] = ObjectIdGetDatum(creator);
 }
 
 /* Create or replace the route of topic: pg_notify on channel. */
@@ -165,8 +213,7 @@ StoreRouteSetNotify(text *topic, text *channel, Oid creator)
 	obx_route_args(&a, topic, "notify", creator);
 	a.values[2] = PointerGetDatum(channel);
 	a.nulls[2] = ' ';
-	(void) SpiRun(obx_routes_have_breaker() ? &stmt_route_set : &stmt_route_set_v10,
-				  a.values, a.nulls);
+	(void) SpiRun(obx_route_set(), a.values, a.nulls);
 }
 
 /* Create or replace the route of topic: command run on the foreign server. */
@@ -182,8 +229,7 @@ StoreRouteSetRemote(text *topic, const char *server, const char *command,
 	a.nulls[3] = ' ';
 	a.values[4] = CStringGetTextDatum(command);
 	a.nulls[4] = ' ';
-	(void) SpiRun(obx_routes_have_breaker() ? &stmt_route_set : &stmt_route_set_v10,
-				  a.values, a.nulls);
+	(void) SpiRun(obx_route_set(), a.values, a.nulls);
 }
 
 /* Remove the route of topic; false when there was none. */
@@ -211,7 +257,8 @@ StoreRouteList(text *topic)
 	nulls[0] = topic ? ' ' : 'n';
 
 	SpiConnect();
-	n = SpiExecute(obx_routes_have_breaker() ? &stmt_route_list : &stmt_route_list_v10,
+	n = SpiExecute(!obx_routes_have_breaker() ? &stmt_route_list_v10 :
+				   obx_routes_have_role() ? &stmt_route_list : &stmt_route_list_v11,
 				   args, nulls, true, 0);
 	for (i = 0; i < n; i++)
 	{
@@ -234,6 +281,10 @@ StoreRouteList(text *topic)
 		paused = SPI_getbinval(tup, desc, 8, &isnull);
 		r->paused_until = isnull ? DT_NOBEGIN : DatumGetTimestampTz(paused);
 		r->consecutive_failures = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
+		r->creator = DatumGetObjectId(SPI_getbinval(tup, desc, 10, &isnull));
+		if (isnull)
+			r->creator = InvalidOid;
+		r->creator_by_role = DatumGetBool(SPI_getbinval(tup, desc, 11, &isnull));
 		routes = lappend(routes, r);
 		MemoryContextSwitchTo(spi);
 	}

@@ -22,7 +22,10 @@ typedef struct OutboxRoute
 	char	   *channel;
 	char	   *server;
 	char	   *command;
-	char	   *created_by;
+	char	   *created_by;		/* the creator's name when the route was made */
+	Oid			creator;		/* the creator (created_by_role); InvalidOid:
+								 * gone before the update to 1.2 */
+	bool		creator_by_role;	/* creator is known; else find created_by */
 	TimestampTz created_at;		/* tells one setting of the route from the next */
 	TimestampTz paused_until;	/* the breaker's pause; DT_NOBEGIN: none */
 	int			consecutive_failures;

@@ -18,12 +18,24 @@
  * Positions come from a sequence, so an append that took position 10 may
  * commit after one that took 11; the horizon keeps the claim position
  * before 10 until it does.  For the horizon, each backend's first append
- * in a transaction takes one position under a lock shared among appenders
- * and records it in its slot until the transaction ends; computing the
- * horizon takes the lock exclusively, so it sees every such record made
- * before it, and takes one more position itself: no append can have been
- * given a position below that one without either having finished or being
- * recorded.
+ * in a transaction records in its slot, before it takes a position, a
+ * floor: a position below the one it is about to take (one above the
+ * last position this backend took, positions only grow); then it takes
+ * the position and records it instead, until the transaction ends.
+ * Computing the horizon takes one more position first, then reads every
+ * slot: an append given a position below that one took it before, so its
+ * floor was recorded before, and the sequence's buffer lock, which both
+ * took in turn, makes the record visible to the reader.  So no append can
+ * have been given a position below the horizon without either having
+ * finished or being recorded (by its position, or by a floor below it).
+ * No lock of the extension is held while a position is taken: the
+ * sequence's own lock may be waited for (a session holding it by LOCK or
+ * ALTER SEQUENCE), and that wait is an ordinary one, seen by the deadlock
+ * detector and ended by a cancel.  Floors start again from 1 when the
+ * relation cache says the sequence changed (TRUNCATE ... RESTART
+ * IDENTITY, ALTER SEQUENCE ... RESTART, the extension made anew); a
+ * setval backwards sends no such word, and while appends run it breaks
+ * the order of positions anyway.
  *
  * A prepared transaction (two-phase commit) outlives its backend's
  * transaction: at PREPARE its record moves to the slot of the prepared
@@ -41,7 +53,10 @@
  * Glossary:
  *	position	a value of outbox.message.seq
  *	horizon		the first position an append in progress may commit at
- *	record		a backend's slot: its first position of this transaction
+ *	record		a backend's slot: its first position of this transaction,
+ *				or a floor below it while that position is being taken
+ *	floor		one above the last position the backend took: positions
+ *				only grow, so the one it is taking is at or above it
  *
  *-------------------------------------------------------------------------
  */
@@ -95,7 +110,10 @@ typedef struct StreamPosition
 	TimestampTz searched;		/* when a claim last searched how far it may move */
 } StreamPosition;
 
-/* one per PGPROC: the first position its transaction took, 0 if none */
+/*
+ * One per PGPROC: the first position its transaction took, 0 if none, or
+ * while it takes that position a floor below it.
+ */
 typedef struct StreamRecord
 {
 	pg_atomic_uint64 first;
@@ -108,7 +126,7 @@ typedef struct StreamRecord
 
 typedef struct StreamShared
 {
-	LWLock	   *horizon_lock;	/* appenders shared, horizon exclusive */
+	LWLock	   *horizon_lock;	/* the records of prepared transactions */
 	LWLock	   *position_lock;	/* the positions' hash */
 	int			nrecords;
 	StreamRecord records[FLEXIBLE_ARRAY_MEMBER];
@@ -124,6 +142,7 @@ static Oid	stream_rels[STREAM_NRELS];
 static StreamShared *stream_shared = NULL;
 static HTAB *stream_positions = NULL;
 static bool stream_recorded = false;	/* this transaction has a record */
+static int64 stream_last = 0;	/* the last position this backend took */
 static TransactionId stream_preparing = InvalidTransactionId;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -342,13 +361,17 @@ obx_forget_relation(Datum arg, Oid relid)
 
 	for (i = 0; i < STREAM_NRELS; i++)
 		if (relid == InvalidOid || relid == stream_rels[i])
+		{
 			memset(stream_rels, 0, sizeof(stream_rels));
+			stream_last = 0;	/* the sequence may have restarted */
+		}
 }
 
 static void
 obx_forget_relations(Datum arg, int cacheid, uint32 hashvalue)
 {
 	memset(stream_rels, 0, sizeof(stream_rels));
+	stream_last = 0;
 }
 
 /*
@@ -405,6 +428,11 @@ obx_relation(int which, const char *kind)
  * message takes one position, not two), or 0 when nothing was recorded:
  * not the first append, or no stream.  A transaction that cannot write
  * skips it (the append fails with PostgreSQL's own error).
+ *
+ * The floor is recorded before the position is taken, and no lock is
+ * held while it is (see the head of this file).  A cancel while the
+ * sequence is waited for leaves the floor, which the end of the
+ * transaction clears.
  */
 int64
 StreamNoteAppend(void)
@@ -419,59 +447,125 @@ StreamNoteAppend(void)
 	seq = obx_relation(STREAM_REL_SEQ, "sequence");
 	rec = &stream_shared->records[MyProc->pgprocno];
 
-	LWLockAcquire(stream_shared->horizon_lock, LW_SHARED);
-	first = nextval_internal(seq, false);
 	rec->dboid = MyDatabaseId;
-	pg_atomic_write_u64(&rec->first, (uint64) first);
+	pg_write_barrier();
+	pg_atomic_write_u64(&rec->first, (uint64) (stream_last + 1));
 	stream_recorded = true;
-	LWLockRelease(stream_shared->horizon_lock);
+	pg_memory_barrier();
+
+	first = nextval_internal(seq, false);
+
+	pg_atomic_write_u64(&rec->first, (uint64) first);
+	stream_last = first;
 	return first;
 }
+
+/* A prepared transaction the horizon must ask about, copied from shmem */
+typedef struct StreamPrepared
+{
+	int			slot;			/* its record's slot; -1 when it has none */
+	TransactionId xid;
+	int64		first;
+} StreamPrepared;
 
 /*
  * The horizon of this database: no position below it belongs to an append
  * in progress now, nor can one be given later.  Messages below it are all
  * visible to a snapshot taken after this returns, or never will be.
+ * *taken is the position the horizon itself took: a claim position above
+ * it means the sequence was set back.
+ *
+ * The position is taken with no lock of the extension held, the backends'
+ * records are read without any, and the prepared transactions' records are
+ * copied under horizon_lock (memory only) and asked about after it is
+ * released.
  */
 int64
-StreamHorizon(void)
+StreamHorizon(int64 *taken)
 {
 	Oid			seq = obx_relation(STREAM_REL_SEQ, "sequence");
 	int			first_prepared = MaxBackends + NUM_AUXILIARY_PROCS;
+	StreamPrepared *prepared;
+	int			nprepared = 0;
 	int64		horizon;
 	int			i;
 
-	LWLockAcquire(stream_shared->horizon_lock, LW_EXCLUSIVE);
 	horizon = nextval_internal(seq, false);
-	for (i = 0; i < stream_shared->nrecords; i++)
+	stream_last = horizon;
+	*taken = horizon;
+	pg_memory_barrier();
+
+	for (i = 0; i < first_prepared; i++)
 	{
 		StreamRecord *rec = &stream_shared->records[i];
 		int64		first = (int64) pg_atomic_read_u64(&rec->first);
 
 		if (first == 0)
 			continue;
-		if (i >= first_prepared && !TransactionIdIsInProgress(rec->xid))
-		{
-			/* the prepared transaction was committed or rolled back */
-			pg_atomic_write_u64(&rec->first, 0);
-			rec->xid = InvalidTransactionId;
-			continue;
-		}
+		pg_read_barrier();
 		if (rec->dboid == MyDatabaseId && first < horizon)
 			horizon = first;
 	}
+	if (first_prepared >= stream_shared->nrecords)
+		return horizon;
 
-	/* a prepared transaction of this database without a record */
-	for (i = first_prepared; i < stream_shared->nrecords && horizon > 0; i++)
+	/*
+	 * The prepared transactions: those with a record, and those of this
+	 * database without one (made before a restart).
+	 */
+	prepared = palloc(sizeof(StreamPrepared) *
+					  (stream_shared->nrecords - first_prepared) * 2);
+	LWLockAcquire(stream_shared->horizon_lock, LW_EXCLUSIVE);
+	for (i = first_prepared; i < stream_shared->nrecords; i++)
 	{
+		StreamRecord *rec = &stream_shared->records[i];
+		int64		first = (int64) pg_atomic_read_u64(&rec->first);
 		PGPROC	   *proc = &ProcGlobal->allProcs[i];
 		TransactionId xid = proc->xid;
 
+		if (first != 0)
+		{
+			prepared[nprepared].slot = i;
+			prepared[nprepared].xid = rec->xid;
+			prepared[nprepared].first = rec->dboid == MyDatabaseId ? first : 0;
+			nprepared++;
+		}
 		if (TransactionIdIsValid(xid) && proc->databaseId == MyDatabaseId &&
-			!obx_prepared_known(proc, xid) && TransactionIdIsInProgress(xid))
-			horizon = 0;
+			!obx_prepared_known(proc, xid))
+		{
+			prepared[nprepared].slot = -1;
+			prepared[nprepared].xid = xid;
+			prepared[nprepared].first = 0;
+			nprepared++;
+		}
 	}
 	LWLockRelease(stream_shared->horizon_lock);
+
+	for (i = 0; i < nprepared; i++)
+	{
+		StreamPrepared *p = &prepared[i];
+
+		if (TransactionIdIsInProgress(p->xid))
+		{
+			if (p->slot < 0)
+				horizon = 0;	/* unknown: claims read from the start */
+			else if (p->first > 0 && p->first < horizon)
+				horizon = p->first;
+			continue;
+		}
+		if (p->slot < 0)
+			continue;
+
+		/* committed or rolled back: its record ends, unless reused since */
+		LWLockAcquire(stream_shared->horizon_lock, LW_EXCLUSIVE);
+		if (stream_shared->records[p->slot].xid == p->xid)
+		{
+			pg_atomic_write_u64(&stream_shared->records[p->slot].first, 0);
+			stream_shared->records[p->slot].xid = InvalidTransactionId;
+		}
+		LWLockRelease(stream_shared->horizon_lock);
+	}
+	pfree(prepared);
 	return horizon;
 }
 

@@ -28,7 +28,7 @@ extern void StreamLockKey(text *topic, text *key);
 extern int64 StreamNoteAppend(void);
 
 /* the first position an append still in progress may commit at */
-extern int64 StreamHorizon(void);
+extern int64 StreamHorizon(int64 *taken);
 
 /* a topic's claim position, 0 when none is kept, and when it last moved */
 extern int64 StreamPositionGet(text *topic, TimestampTz *searched);

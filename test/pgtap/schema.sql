@@ -176,11 +176,13 @@ SELECT results_eq(
              ('created_at', 'timestamp with time zone', true, 'now()'),
              ('paused_until', 'timestamp with time zone', false, NULL),
              ('consecutive_failures', 'integer', true, '0'),
-             ('last_failure', 'text', false, NULL)$$,
+             ('last_failure', 'text', false, NULL),
+             ('created_by_role', 'regrole', false, NULL)$$,
     'outbox.routes: columns in order, with types, NOT NULL and defaults');
 SELECT columns_are('outbox', 'routes', ARRAY['topic', 'target', 'channel', 'server', 'command', 'created_by', 'created_at',
-                                             'paused_until', 'consecutive_failures', 'last_failure'],
-                   'outbox.routes has exactly its ten columns');
+                                             'paused_until', 'consecutive_failures', 'last_failure',
+                                             'created_by_role'],
+                   'outbox.routes has exactly its eleven columns');
 SELECT col_is_pk('outbox', 'routes', 'topic', 'outbox.routes: primary key (topic)');
 SELECT index_is_primary('outbox', 'routes', 'routes_pkey', 'routes_pkey is the primary key of outbox.routes');
 SELECT indexes_are('outbox', 'routes', ARRAY['routes_pkey'], 'outbox.routes has exactly its primary key index');

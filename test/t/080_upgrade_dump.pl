@@ -103,12 +103,27 @@ for my $v (@versions)
 {
 	my $db = 'v' . ($v =~ s/\W/_/gr);
 	populate($db, $v);
+	# a route whose creator is gone before the update
+	$node->safe_psql($db, qq{
+		CREATE ROLE ${db}_gone;
+		INSERT INTO outbox.routes (topic, target, channel, created_by)
+		VALUES ('gone', 'notify', 'gone_events', '${db}_gone');
+		DROP ROLE ${db}_gone;
+	}) if $v ne $current;
 	my $before = $node->safe_psql($db, $fingerprint_sql);
 	$node->safe_psql($db, 'ALTER EXTENSION krizaka_outbox UPDATE');
 	is($node->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'}),
 		$current, "$v: updated to $current");
 	is($node->safe_psql($db, $fingerprint_sql), $before, "$v: the data is intact");
 	is($node->safe_psql($db, $schema_sql), $fresh_schema, "$v: the same definitions as a fresh installation");
+	is($node->safe_psql($db, q{
+		SELECT string_agg(topic || ' ' || CASE
+		         WHEN created_by_role::oid = 0 THEN 'gone'
+		         WHEN created_by_role::oid = (SELECT oid FROM pg_roles WHERE rolname = created_by) THEN 'its role'
+		         ELSE coalesce(created_by_role::text, 'null') END, ', ' ORDER BY topic)
+		  FROM outbox.routes}),
+		$v ne $current ? 'gone gone, live its role' : 'live its role',
+		"$v: the route's creator is the role of its created_by, or known gone");
 	is($node->safe_psql($db, q{
 		SELECT count(*) FROM pg_proc p
 		 WHERE p.pronamespace = 'outbox'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')}),
@@ -143,6 +158,10 @@ $new->safe_psql('postgres', 'CREATE ROLE src_writer; CREATE DATABASE src');
 $new->command_ok([ 'pg_restore', '--exit-on-error', '-d', $new->connstr('src'), $dump ], 'pg_restore into a fresh cluster');
 
 is($new->safe_psql('src', $fingerprint_sql), $before, 'messages, markers and routes are restored');
+is($new->safe_psql('src', q{
+	SELECT string_agg(topic || ' ' || (created_by_role::oid = (SELECT oid FROM pg_roles WHERE rolname = created_by))::text, ', ' ORDER BY topic)
+	  FROM outbox.routes}),
+	'credits true, live true', "the routes' creators are restored as the roles of that name");
 is($new->safe_psql('src', q{SELECT count(*) FROM outbox.message WHERE leased_until IS NOT NULL}),
 	'1', 'the lease in flight is restored too');
 is($new->safe_psql('src', q{

@@ -18,11 +18,17 @@
  * Nothing in delivery raises an error for bad data or a failing server:
  * an envelope that cannot be made (its timestamp, its size as jsonb or as
  * text, all judged before it is built), a broken channel or server becomes
- * the failure of that message, and the others go on.  So no subtransaction
- * is needed.  Errors that do escape (an interrupt, memory exhaustion)
- * abort the whole batch.  A batch holds its payloads as stored; each
- * message's envelope is made in turn, detoasting its payload only if it
- * may be sent whole.
+ * the failure of that message, and the others go on.  Errors that do
+ * escape come from around delivery: a user trigger on outbox.message, a
+ * full NOTIFY queue at commit, a TOAST value removed under a batch, a
+ * cancel or a timeout.  drain_once lets them abort its caller's
+ * transaction.  In the worker each step on a route runs in a transaction
+ * of its own and an error ends that step only (obx_route_step): it is
+ * recorded on the message that caused it, found one message at a time,
+ * or else on the route, which pauses; the other topics go on and the
+ * process stays.  A batch holds its payloads as stored; each message's
+ * envelope is made in turn, detoasting its payload only if it may be sent
+ * whole.
  *
  * drain_once runs all of this inside its caller's transaction, one batch of
  * outbox.batch_size per topic, waiting for each remote call in turn.
@@ -33,7 +39,9 @@
  * topic's index once per batch, and under a backlog (all the more with
  * dead index entries that a long-running snapshot keeps from being
  * removed) larger batches spread that read and the commit over more
- * messages.  For a remote route it claims a batch, commits, and leaves the
+ * messages.  A short batch that found messages shrinks the next ones for
+ * a while (TopicPace), so that a backlog under one ordering key is not
+ * read through at each claim.  For a remote route it claims a batch, commits, and leaves the
  * batch in flight (outbox_drain_wait.c): the worker's wait between rounds
  * serves the calls of every route in flight together with its latch, so
  * that a commit wakes it for the next round however long a remote server
@@ -88,6 +96,27 @@ typedef struct DrainState
 /* How long a round of the worker goes on while messages remain */
 #define ROUND_MAX_MS		100
 
+/* The longest a topic holds a smaller NOTIFY batch after a short one */
+#define PACE_HOLD_MAX_MS	60000
+
+/*
+ * The size of the next NOTIFY batch of a topic, kept from round to round.
+ * A full batch doubles it; a short one that found messages (the heads of
+ * ordering keys, whose next messages must wait for them) shrinks it to
+ * what it found, and holds it there for a second, then two, four... up to
+ * PACE_HOLD_MAX_MS: the claim reads past every message it cannot take
+ * whenever it asks for more than it finds, which under one ordering key
+ * with a large backlog costs seconds, and a batch that asks for no more
+ * than it finds never does.  A batch that finds nothing resets it.
+ */
+typedef struct TopicPace
+{
+	char	   *topic;
+	int			size;			/* of its next batch */
+	TimestampTz grow_after;		/* no larger batch before */
+	int			hold_ms;		/* how long the last short batch held it */
+} TopicPace;
+
 /* What a step of the worker's round on a route leaves */
 typedef enum StepResult
 {
@@ -112,7 +141,13 @@ static void obx_route_recovered(OutboxRoute *route, MemoryContext cxt);
 static bool obx_notify_poison(DrainState *st, OutboxRoute *route,
 							  const char *error, MemoryContext cxt);
 static StepResult obx_route_step(DrainState *st, OutboxRoute *route,
-								 int *size, MemoryContext cxt);
+								 TopicPace *pace, MemoryContext cxt);
+static void obx_pace(TopicPace *pace, int claimed, int batch_size);
+static TopicPace *obx_paces_for(List *routes, int batch_size);
+
+static MemoryContext obx_pace_cxt = NULL;	/* the worker's paces */
+static TopicPace *obx_paces = NULL;
+static int	obx_npaces = 0;
 
 /*
  * The lease owner of this process's deliveries: what it is, its pid (for
@@ -401,7 +436,7 @@ obx_notify_poison(DrainState *st, OutboxRoute *route, const char *error,
 
 /*
  * One step of the worker's round on a route, in a transaction of its own:
- * a NOTIFY batch of *size messages, or the launch of a remote batch.  An
+ * a NOTIFY batch of the topic's pace, or the launch of a remote batch.  An
  * error in it is contained (outbox_drain_xact.c) and recorded: a NOTIFY
  * batch that failed in its statements is retried one message at a time,
  * and a batch of one that fails fails its message, with the error as its
@@ -413,7 +448,7 @@ obx_notify_poison(DrainState *st, OutboxRoute *route, const char *error,
  * locked or gone.
  */
 static StepResult
-obx_route_step(DrainState *st, OutboxRoute *route, int *size,
+obx_route_step(DrainState *st, OutboxRoute *route, TopicPace *pace,
 			   MemoryContext cxt)
 {
 	volatile bool locked = true;
@@ -434,7 +469,7 @@ obx_route_step(DrainState *st, OutboxRoute *route, int *size,
 			if (route->remote)
 				obx_remote_launch(st, route);
 			else
-				obx_notify_batch(st, route, *size);
+				obx_notify_batch(st, route, pace->size);
 			IdentityRestore(&save);
 			DrainCommit();
 		}
@@ -449,19 +484,20 @@ obx_route_step(DrainState *st, OutboxRoute *route, int *size,
 	{
 		if (!locked)
 			return STEP_LOCKED;
-		if (route->remote || st->claimed == 0)
+		if (route->remote)
+			return STEP_DONE;
+		obx_pace(pace, st->claimed, st->batch_size);
+		if (st->claimed == 0)
 			return STEP_DONE;
 		/* a NOTIFY route that delivers again ends its pause */
 		if (route->consecutive_failures > 0)
 			obx_route_recovered(route, cxt);
 
 		/*
-		 * Another batch while this one found messages: a full one doubles
-		 * the size; a short one may still leave messages due, the next of
-		 * an ordering key whose head it delivered.
+		 * Another batch while this one found messages: a short one may
+		 * still leave messages due, the next of an ordering key whose head
+		 * it delivered.
 		 */
-		if (st->claimed >= *size)
-			*size = Min(*size * 2, Max(NOTIFY_BATCH_MAX, st->batch_size));
 		return STEP_MORE;
 	}
 
@@ -470,9 +506,9 @@ obx_route_step(DrainState *st, OutboxRoute *route, int *size,
 		char	   *error = DrainErrorText(edata);
 
 		/* which message: one at a time from the head of the topic */
-		if (*size > 1)
+		if (pace->size > 1)
 		{
-			*size = 1;
+			pace->size = 1;
 			return STEP_MORE;
 		}
 		if (obx_notify_poison(st, route, error, cxt))
@@ -514,6 +550,72 @@ obx_route_recovered(OutboxRoute *route, MemoryContext cxt)
 	PG_END_TRY();
 }
 
+/* The pace of a NOTIFY topic after a batch that found claimed messages. */
+static void
+obx_pace(TopicPace *pace, int claimed, int batch_size)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (claimed == 0)
+	{
+		pace->size = batch_size;
+		pace->grow_after = 0;
+		pace->hold_ms = 0;
+	}
+	else if (claimed >= pace->size)
+	{
+		if (now >= pace->grow_after)
+			pace->size = Min(pace->size * 2, Max(NOTIFY_BATCH_MAX, batch_size));
+	}
+	else
+	{
+		pace->size = claimed;
+		pace->hold_ms = pace->hold_ms == 0 ? 1000 :
+			Min(pace->hold_ms * 2, PACE_HOLD_MAX_MS);
+		pace->grow_after = TimestampTzPlusMilliseconds(now, pace->hold_ms);
+	}
+}
+
+/*
+ * The paces of the routes, one per route in their order: the one the
+ * topic had, or a full batch for a topic new to the worker.  The paces of
+ * topics no longer routed are dropped.
+ */
+static TopicPace *
+obx_paces_for(List *routes, int batch_size)
+{
+	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "outbox drain paces",
+											  ALLOCSET_SMALL_SIZES);
+	TopicPace  *paces = MemoryContextAllocZero(cxt, sizeof(TopicPace) *
+											   Max(list_length(routes), 1));
+	ListCell   *lc;
+
+	foreach(lc, routes)
+	{
+		OutboxRoute *route = (OutboxRoute *) lfirst(lc);
+		TopicPace  *pace = &paces[foreach_current_index(lc)];
+
+		pace->topic = MemoryContextStrdup(cxt, route->topic);
+		pace->size = batch_size;
+		for (int i = 0; i < obx_npaces; i++)
+		{
+			if (strcmp(obx_paces[i].topic, route->topic) == 0)
+			{
+				pace->size = obx_paces[i].size;
+				pace->grow_after = obx_paces[i].grow_after;
+				pace->hold_ms = obx_paces[i].hold_ms;
+				break;
+			}
+		}
+	}
+	if (obx_pace_cxt != NULL)
+		MemoryContextDelete(obx_pace_cxt);
+	obx_pace_cxt = cxt;
+	obx_paces = paces;
+	obx_npaces = list_length(routes);
+	return paces;
+}
+
 /*
  * One round of the background worker over every routed topic of this
  * database, read afresh: NOTIFY batches are taken from each topic in turn
@@ -542,7 +644,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	SavedIdentity save;
 	List	   *volatile routes = NIL;
 	ListCell   *lc;
-	int		   *sizes;			/* the next NOTIFY batch of each route */
+	TopicPace  *paces;			/* the next NOTIFY batch of each route */
 	bool		more;			/* a NOTIFY route has more now */
 	bool		first = true;	/* the first pass over the routes */
 	volatile bool ran = false;
@@ -583,10 +685,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 		goto done;
 	ran = false;
 
-	/* the commit left TopMemoryContext current: say where the sizes live */
-	sizes = MemoryContextAlloc(round_cxt, sizeof(int) * Max(list_length(routes), 1));
-	for (int i = 0; i < list_length(routes); i++)
-		sizes[i] = st.batch_size;
+	paces = obx_paces_for(routes, st.batch_size);
 
 	do
 	{
@@ -594,7 +693,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 		foreach(lc, routes)
 		{
 			OutboxRoute *route = (OutboxRoute *) lfirst(lc);
-			int		   *size = &sizes[foreach_current_index(lc)];
+			TopicPace  *pace = &paces[foreach_current_index(lc)];
 
 			CHECK_FOR_INTERRUPTS();
 
@@ -606,7 +705,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 				continue;
 
 			MemoryContextReset(batch_cxt);
-			switch (obx_route_step(&st, route, size, batch_cxt))
+			switch (obx_route_step(&st, route, pace, batch_cxt))
 			{
 				case STEP_LOCKED:
 					goto done;

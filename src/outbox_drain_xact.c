@@ -78,7 +78,8 @@ DrainBeginLocked(const char *activity, MemoryContext cxt)
 void
 DrainCommit(void)
 {
-	disable_timeout(STATEMENT_TIMEOUT, false);
+	if (get_timeout_active(STATEMENT_TIMEOUT))
+		disable_timeout(STATEMENT_TIMEOUT, false);
 	PopActiveSnapshot();
 	obx_committing = true;
 	CommitTransactionCommand();
@@ -109,7 +110,8 @@ DrainCatch(MemoryContext cxt, bool *at_commit)
 	EmitErrorReport();
 	AbortCurrentTransaction();
 	FlushErrorState();
-	disable_timeout(STATEMENT_TIMEOUT, false);
+	if (get_timeout_active(STATEMENT_TIMEOUT))
+		disable_timeout(STATEMENT_TIMEOUT, false);
 	DrainStepRunning = false;
 	QueryCancelPending = false; /* it has ended the step it came for */
 	RESUME_INTERRUPTS();

@@ -143,14 +143,20 @@ DrainErrorText(const ErrorData *edata)
 
 /*
  * Whether an error caught in a step can be the fault of the messages it
- * handled, rather than of the moment: a cancel, a timeout, a lock or
- * resource shortage, a conflict or a shutdown says nothing about them.
+ * handled, rather than of the moment or the setup: a cancel, a timeout, a
+ * lock or resource shortage, a conflict, a shutdown, a missing object or
+ * privilege says nothing about them, and must not use up their attempts.
  */
 bool
 DrainErrorIsMessages(const ErrorData *edata)
 {
 	switch (ERRCODE_TO_CATEGORY(edata->sqlerrcode))
 	{
+		case ERRCODE_CONNECTION_EXCEPTION:	/* 08 */
+		case ERRCODE_INVALID_TRANSACTION_STATE: /* 25 */
+		case ERRCODE_INVALID_CATALOG_NAME:	/* 3D */
+		case ERRCODE_INVALID_SCHEMA_NAME:	/* 3F */
+		case ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION: /* 42 */
 		case ERRCODE_TRANSACTION_ROLLBACK:	/* 40: deadlock, serialization */
 		case ERRCODE_INSUFFICIENT_RESOURCES:	/* 53 */
 		case ERRCODE_PROGRAM_LIMIT_EXCEEDED:	/* 54: a full NOTIFY queue */

@@ -2,7 +2,8 @@
 # that raises for one topic's rows costs that topic alone.  A NOTIFY topic
 # and a remote topic keep delivering within 3 s with the same worker pid;
 # the bad topic's messages end dead after max_attempts with the trigger's
-# error as last_error.  An error of a remote claim and an error at commit
+# error as last_error, and so do those of a remote topic whose completion
+# the trigger refuses.  An error of a remote claim and an error at commit
 # (a deferred trigger: the path a full NOTIFY queue takes, which cannot be
 # reached in a test on 15) are recorded on the route and pause it.
 use strict;
@@ -39,6 +40,8 @@ $node->safe_psql('app', qq{
 	SELECT outbox.route_notify('late', 'late_events');
 	SELECT outbox.route_remote('rem', 'near',
 		'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2)');
+	SELECT outbox.route_remote('remdone', 'near',
+		'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2)');
 	SELECT outbox.route_remote('badrem', 'near',
 		'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2)');
 
@@ -47,6 +50,9 @@ $node->safe_psql('app', qq{
 	BEGIN
 		IF NEW.topic = 'bad' AND NEW.delivered_at IS NOT NULL THEN
 			RAISE EXCEPTION 'poisoned message %', NEW.id;
+		END IF;
+		IF NEW.topic = 'remdone' AND NEW.delivered_at IS NOT NULL THEN
+			RAISE EXCEPTION 'completion refused';
 		END IF;
 		IF NEW.topic = 'badrem' AND NEW.leased_until IS NOT NULL THEN
 			RAISE EXCEPTION 'remote claim refused';
@@ -75,6 +81,7 @@ my $pid = $node->safe_psql('app', $worker_pid);
 $node->safe_psql('app', q{
 	SELECT outbox.append('bad', 'evt', pg_catalog.jsonb_build_object('n', i)) FROM generate_series(1, 5) i;
 	SELECT outbox.append('badrem', 'evt', '{}');
+	SELECT outbox.append('remdone', 'evt', '{}') FROM generate_series(1, 2);
 	SELECT outbox.append('late', 'evt', '{}');
 });
 
@@ -105,6 +112,12 @@ ok($node->poll_query_until('app', q{
 	   AND last_error LIKE 'P0001: poisoned message %'}),
 	'each poisoned message ends dead after max_attempts with the trigger\'s error')
   or diag($node->safe_psql('app', q{SELECT attempts, dead_at, last_error FROM outbox.message WHERE topic = 'bad'}));
+ok($node->poll_query_until('app', q{
+	SELECT count(*) = 2 FROM outbox.message
+	 WHERE topic = 'remdone' AND dead_at IS NOT NULL AND attempts = 3
+	   AND last_error LIKE 'P0001: completion refused%'}),
+	'a remote batch whose outcome a trigger refuses: its messages end dead with that error')
+  or diag($node->safe_psql('app', q{SELECT attempts, dead_at, last_error FROM outbox.message WHERE topic = 'remdone'}));
 is($node->safe_psql('app', q{SELECT count(*) FROM outbox.message WHERE topic = 'bad' AND delivered_at IS NOT NULL}),
 	'0', 'no poisoned message counts as delivered');
 

@@ -41,7 +41,7 @@ $node->safe_psql('app', qq{
 	SELECT outbox.route_remote('rem', 'near',
 		'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2)');
 	SELECT outbox.route_remote('remdone', 'near',
-		'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2)');
+		'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2) ON CONFLICT (id) DO NOTHING');
 	SELECT outbox.route_remote('badrem', 'near',
 		'INSERT INTO public.received (id, topic) VALUES ((\$1->>''id'')::uuid, \$2)');
 

@@ -390,8 +390,8 @@ obx_route_failed(OutboxRoute *route, const char *error, MemoryContext cxt)
  * head of its topic is the one.  Its claim rolled back with the error, so
  * in a transaction of its own it is claimed again (the attempt counts) and
  * failed with that error: it backs off, and ends dead at
- * outbox.max_attempts.  Returns false when that failed too (the error is
- * then the route's).
+ * outbox.max_attempts.  Returns false when that failed too, or found no
+ * message to fail (the error is then the route's).
  */
 static bool
 obx_notify_poison(DrainState *st, OutboxRoute *route, const char *error,
@@ -405,6 +405,7 @@ obx_notify_poison(DrainState *st, OutboxRoute *route, const char *error,
 		ClaimRequest req;
 		List	   *messages = NIL;
 		ListCell   *lc;
+		bool		found = false;
 
 		if (DrainBeginLocked("recording a failure", cxt))
 		{
@@ -417,11 +418,14 @@ obx_notify_poison(DrainState *st, OutboxRoute *route, const char *error,
 
 				if (StoreFail(&m->id, st->owner, ClipErrorText(error, strlen(error)),
 							  GetCurrentTimestamp()))
+				{
 					st->failed++;
+					found = true;
+				}
 			}
 			IdentityRestore(&save);
 			DrainCommit();
-			done = true;
+			done = found;
 		}
 	}
 	PG_CATCH();

@@ -43,7 +43,10 @@
 #include "outbox.h"
 #include "outbox_drain_int.h"
 
-/* how soon a flight that could not land (tables locked) tries again */
+/*
+ * how soon a flight that could not land (tables locked by ALTER TABLE,
+ * VACUUM FULL, CREATE INDEX...) tries again: never a wait of no time
+ */
 #define OBX_LAND_RETRY_MS	100
 
 /* a remote batch in flight */

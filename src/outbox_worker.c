@@ -44,7 +44,9 @@
  * begins ends that transaction before it commits.
  *
  * Glossary:
- *	round		one call of DrainDatabaseRound(): every routed topic once
+ *	round		one call of DrainDatabaseRound(): passes over the routed
+ *				topics, with the routes read afresh, for at most about
+ *				100 ms while messages remain
  *	naptime		the longest sleep between two rounds
  *
  *-------------------------------------------------------------------------

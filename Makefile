@@ -12,6 +12,7 @@ OBJS = \
 	src/outbox_drain.o \
 	src/outbox_drain_remote.o \
 	src/outbox_drain_wait.o \
+	src/outbox_drain_xact.o \
 	src/outbox_envelope.o \
 	src/outbox_error.o \
 	src/outbox_guc.o \

@@ -15,6 +15,8 @@
 #ifndef OUTBOX_DELIVERY_H
 #define OUTBOX_DELIVERY_H
 
+#include <signal.h>
+
 #include "datatype/timestamp.h"
 #include "utils/memutils.h"
 
@@ -28,7 +30,15 @@ struct ClaimedMessage;
  */
 extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 							   int64 *delivered, int64 *failed);
-extern void DrainWait(long timeout_ms);
+extern void DrainWait(long timeout_ms, volatile sig_atomic_t *waiting,
+					  volatile sig_atomic_t *stop);
+
+/*
+ * Whether a step of the worker runs in a transaction, which a cancel
+ * (SIGINT: pg_cancel_backend, statement_timeout, lock_timeout) may end
+ * (outbox_drain_xact.c)
+ */
+extern volatile sig_atomic_t DrainStepRunning;
 
 /* NOTIFY routes (outbox_notify.c) */
 #define OUTBOX_NOTIFY_MAX_BYTES		7999	/* pg_notify payloads stay below 8000 bytes */

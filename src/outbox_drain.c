@@ -18,11 +18,17 @@
  * Nothing in delivery raises an error for bad data or a failing server:
  * an envelope that cannot be made (its timestamp, its size as jsonb or as
  * text, all judged before it is built), a broken channel or server becomes
- * the failure of that message, and the others go on.  So no subtransaction
- * is needed.  Errors that do escape (an interrupt, memory exhaustion)
- * abort the whole batch.  A batch holds its payloads as stored; each
- * message's envelope is made in turn, detoasting its payload only if it
- * may be sent whole.
+ * the failure of that message, and the others go on.  Errors that do
+ * escape come from around delivery: a user trigger on outbox.message, a
+ * full NOTIFY queue at commit, a TOAST value removed under a batch, a
+ * cancel or a timeout.  drain_once lets them abort its caller's
+ * transaction.  In the worker each step on a route runs in a transaction
+ * of its own and an error ends that step only (obx_route_step): it is
+ * recorded on the message that caused it, found one message at a time,
+ * or else on the route, which pauses; the other topics go on and the
+ * process stays.  A batch holds its payloads as stored; each message's
+ * envelope is made in turn, detoasting its payload only if it may be sent
+ * whole.
  *
  * drain_once runs all of this inside its caller's transaction, one batch of
  * outbox.batch_size per topic, waiting for each remote call in turn.
@@ -33,7 +39,9 @@
  * topic's index once per batch, and under a backlog (all the more with
  * dead index entries that a long-running snapshot keeps from being
  * removed) larger batches spread that read and the commit over more
- * messages.  For a remote route it claims a batch, commits, and leaves the
+ * messages.  A short batch that found messages shrinks the next ones for
+ * a while (TopicPace), so that a backlog under one ordering key is not
+ * read through at each claim.  For a remote route it claims a batch, commits, and leaves the
  * batch in flight (outbox_drain_wait.c): the worker's wait between rounds
  * serves the calls of every route in flight together with its latch, so
  * that a commit wakes it for the next round however long a remote server
@@ -59,6 +67,7 @@
 #include "utils/timestamp.h"
 
 #include "outbox.h"
+#include "outbox_backoff.h"
 #include "outbox_delivery.h"
 #include "outbox_drain_int.h"
 #include "outbox_envelope.h"
@@ -84,6 +93,38 @@ typedef struct DrainState
 /* The largest NOTIFY batch of the worker under a backlog */
 #define NOTIFY_BATCH_MAX	1000
 
+/* How long a round of the worker goes on while messages remain */
+#define ROUND_MAX_MS		100
+
+/* The longest a topic holds a smaller NOTIFY batch after a short one */
+#define PACE_HOLD_MAX_MS	60000
+
+/*
+ * The size of the next NOTIFY batch of a topic, kept from round to round.
+ * A full batch doubles it; a short one that found messages (the heads of
+ * ordering keys, whose next messages must wait for them) shrinks it to
+ * what it found, and holds it there for a second, then two, four... up to
+ * PACE_HOLD_MAX_MS: the claim reads past every message it cannot take
+ * whenever it asks for more than it finds, which under one ordering key
+ * with a large backlog costs seconds, and a batch that asks for no more
+ * than it finds never does.  A batch that finds nothing resets it.
+ */
+typedef struct TopicPace
+{
+	char	   *topic;
+	int			size;			/* of its next batch */
+	TimestampTz grow_after;		/* no larger batch before */
+	int			hold_ms;		/* how long the last short batch held it */
+} TopicPace;
+
+/* What a step of the worker's round on a route leaves */
+typedef enum StepResult
+{
+	STEP_DONE,					/* nothing more now */
+	STEP_MORE,					/* a NOTIFY route has more now */
+	STEP_LOCKED					/* the tables are locked or gone */
+} StepResult;
+
 static const char *obx_lease_owner(const char *kind);
 static void obx_init_state(DrainState *st, Oid role, const char *owner);
 static void obx_claim_request(DrainState *st, OutboxRoute *route, int size,
@@ -94,6 +135,19 @@ static RemoteBatch *obx_remote_claim(DrainState *st, OutboxRoute *route,
 static void obx_remote_batch(DrainState *st, OutboxRoute *route);
 static void obx_remote_launch(DrainState *st, OutboxRoute *route);
 static TimestampTz obx_next_due(OutboxRoute *route, TimestampTz now);
+static void obx_route_failed(OutboxRoute *route, const char *error,
+							 MemoryContext cxt);
+static void obx_route_recovered(OutboxRoute *route, MemoryContext cxt);
+static bool obx_notify_poison(DrainState *st, OutboxRoute *route,
+							  const char *error, MemoryContext cxt);
+static StepResult obx_route_step(DrainState *st, OutboxRoute *route,
+								 TopicPace *pace, MemoryContext cxt);
+static void obx_pace(TopicPace *pace, int claimed, int batch_size);
+static TopicPace *obx_paces_for(List *routes, int batch_size);
+
+static MemoryContext obx_pace_cxt = NULL;	/* the worker's paces */
+static TopicPace *obx_paces = NULL;
+static int	obx_npaces = 0;
 
 /*
  * The lease owner of this process's deliveries: what it is, its pid (for
@@ -256,41 +310,6 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32((int32) st.delivered);
 }
 
-/* Start a transaction of the worker's round, with a snapshot. */
-static void
-obx_begin(const char *activity)
-{
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, activity);
-}
-
-/*
- * Start a transaction of the worker and take the tables' locks without
- * waiting, in memory context cxt; on false the transaction is already over
- * (the tables are gone or locked, and the caller gives up for now).
- */
-bool
-DrainBeginLocked(const char *activity, MemoryContext cxt)
-{
-	obx_begin(activity);
-	MemoryContextSwitchTo(cxt);
-	if (IdentityTryLockTables())
-		return true;
-	DrainCommit();
-	return false;
-}
-
-/* Commit a transaction of the worker. */
-void
-DrainCommit(void)
-{
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	pgstat_report_stat(false);
-}
-
 /*
  * Launch a batch of a remote route: claim it, and leave it in flight
  * (outbox_drain_wait.c), where its calls start once this claim has
@@ -306,25 +325,313 @@ obx_remote_launch(DrainState *st, OutboxRoute *route)
 }
 
 /*
- * When something of the route next becomes due: a message, but not while
- * its breaker has the route paused.  DT_NOEND: nothing pending.
+ * When something of the route next becomes due: a message; for a paused
+ * route (its breaker, or errors of its own) the end of the pause, as its
+ * messages due now are not counted by StoreNextDue.  DT_NOEND: nothing
+ * pending.
  */
 static TimestampTz
 obx_next_due(OutboxRoute *route, TimestampTz now)
 {
-	TimestampTz next = StoreNextDue(cstring_to_text(route->topic), now);
+	if (RemoteRoutePaused(route, now))
+		return route->paused_until;
+	return StoreNextDue(cstring_to_text(route->topic), now);
+}
 
-	if (route->remote && next != DT_NOEND && RemoteRoutePaused(route, now))
-		next = Max(next, route->paused_until);
-	return next;
+/*
+ * Record an error that a step of the route raised on the route itself:
+ * its last_failure and one more failure in a row, and a pause of the
+ * topic that doubles with each (outbox.backoff_seconds up to
+ * outbox.backoff_max_seconds), in a transaction of its own.  The copy of
+ * the route the round holds pauses at once.  If even that fails, the
+ * pause holds in this round only, and the log has both errors.
+ */
+static void
+obx_route_failed(OutboxRoute *route, const char *error, MemoryContext cxt)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int			failures = route->consecutive_failures + 1;
+
+	route->consecutive_failures = failures;
+	route->paused_until = now +
+		BackoffDelaySeconds(failures, outbox_backoff_seconds,
+							outbox_backoff_max_seconds) * USECS_PER_SEC;
+	ereport(LOG,
+			(errmsg("krizaka_outbox worker pauses the route of topic \"%s\" until %s",
+					route->topic, timestamptz_to_str(route->paused_until)),
+			 errdetail("The route failed %d time(s) in a row, last with: %s",
+					   failures, error)));
+
+	PG_TRY();
+	{
+		SavedIdentity save;
+
+		if (DrainBeginLocked("recording a failure", cxt))
+		{
+			IdentityBecomeExtensionOwner(&save);
+			StoreRouteSetBreaker(route->topic, route->created_at, failures,
+								 route->paused_until,
+								 ClipErrorText(error, strlen(error)));
+			IdentityRestore(&save);
+			DrainCommit();
+		}
+	}
+	PG_CATCH();
+	{
+		bool		at_commit;
+
+		(void) DrainCatch(cxt, &at_commit);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * A NOTIFY route whose batch of one failed with error: the message at the
+ * head of its topic is the one.  Its claim rolled back with the error, so
+ * in a transaction of its own it is claimed again (the attempt counts) and
+ * failed with that error: it backs off, and ends dead at
+ * outbox.max_attempts.  Returns false when that failed too, or found no
+ * message to fail (the error is then the route's).
+ */
+static bool
+obx_notify_poison(DrainState *st, OutboxRoute *route, const char *error,
+				  MemoryContext cxt)
+{
+	volatile bool done = false;
+
+	PG_TRY();
+	{
+		SavedIdentity save;
+		ClaimRequest req;
+		List	   *messages = NIL;
+		ListCell   *lc;
+		bool		found = false;
+
+		if (DrainBeginLocked("recording a failure", cxt))
+		{
+			IdentityBecomeExtensionOwner(&save);
+			obx_claim_request(st, route, 1, &req);
+			(void) StoreClaimMessages(&req, &messages);
+			foreach(lc, messages)
+			{
+				ClaimedMessage *m = (ClaimedMessage *) lfirst(lc);
+
+				if (StoreFail(&m->id, st->owner, ClipErrorText(error, strlen(error)),
+							  GetCurrentTimestamp()))
+				{
+					st->failed++;
+					found = true;
+				}
+			}
+			IdentityRestore(&save);
+			DrainCommit();
+			done = found;
+		}
+	}
+	PG_CATCH();
+	{
+		bool		at_commit;
+
+		(void) DrainCatch(cxt, &at_commit);
+	}
+	PG_END_TRY();
+	return done;
+}
+
+/*
+ * One step of the worker's round on a route, in a transaction of its own:
+ * a NOTIFY batch of the topic's pace, or the launch of a remote batch.  An
+ * error in it is contained (outbox_drain_xact.c) and recorded: a NOTIFY
+ * batch that failed in its statements is retried one message at a time,
+ * and a batch of one that fails fails its message, with the error as its
+ * last_error (the claim that counted its attempt rolled back with the
+ * error); any other error (of the commit, such as a full NOTIFY queue; of
+ * a remote claim; a cancel, a timeout, a lock) pauses the route.  Says
+ * whether the route has more to deliver now (a NOTIFY route that found
+ * messages, or is looking for the one that failed), or the tables were
+ * locked or gone.
+ */
+static StepResult
+obx_route_step(DrainState *st, OutboxRoute *route, TopicPace *pace,
+			   MemoryContext cxt)
+{
+	volatile bool locked = true;
+	ErrorData  *edata = NULL;
+	bool		at_commit = false;
+
+	st->claimed = 0;
+	PG_TRY();
+	{
+		SavedIdentity save;
+
+		if (!DrainBeginLocked(route->remote ? "claiming" : "delivering to a channel",
+							  cxt))
+			locked = false;
+		else
+		{
+			IdentityBecomeExtensionOwner(&save);
+			if (route->remote)
+				obx_remote_launch(st, route);
+			else
+				obx_notify_batch(st, route, pace->size);
+			IdentityRestore(&save);
+			DrainCommit();
+		}
+	}
+	PG_CATCH();
+	{
+		edata = DrainCatch(cxt, &at_commit);
+	}
+	PG_END_TRY();
+
+	if (edata == NULL)
+	{
+		if (!locked)
+			return STEP_LOCKED;
+		if (route->remote)
+			return STEP_DONE;
+		obx_pace(pace, st->claimed, st->batch_size);
+		if (st->claimed == 0)
+			return STEP_DONE;
+		/* a NOTIFY route that delivers again ends its pause */
+		if (route->consecutive_failures > 0)
+			obx_route_recovered(route, cxt);
+
+		/*
+		 * Another batch while this one found messages: a short one may
+		 * still leave messages due, the next of an ordering key whose head
+		 * it delivered.
+		 */
+		return STEP_MORE;
+	}
+
+	if (!route->remote && !at_commit && DrainErrorIsMessages(edata))
+	{
+		char	   *error = DrainErrorText(edata);
+
+		/* which message: one at a time from the head of the topic */
+		if (pace->size > 1)
+		{
+			pace->size = 1;
+			return STEP_MORE;
+		}
+		if (obx_notify_poison(st, route, error, cxt))
+			return STEP_MORE;	/* the next one may be fine */
+	}
+	obx_route_failed(route, DrainErrorText(edata), cxt);
+	return STEP_DONE;
+}
+
+/*
+ * A NOTIFY route delivered again after failures of its own: its count and
+ * pause end, in a transaction of its own.  An error here is only logged
+ * (the next delivery tries again).
+ */
+static void
+obx_route_recovered(OutboxRoute *route, MemoryContext cxt)
+{
+	route->consecutive_failures = 0;
+	route->paused_until = DT_NOBEGIN;
+	PG_TRY();
+	{
+		SavedIdentity save;
+
+		if (DrainBeginLocked("recording a recovery", cxt))
+		{
+			IdentityBecomeExtensionOwner(&save);
+			StoreRouteSetBreaker(route->topic, route->created_at, 0,
+								 DT_NOBEGIN, NULL);
+			IdentityRestore(&save);
+			DrainCommit();
+		}
+	}
+	PG_CATCH();
+	{
+		bool		at_commit;
+
+		(void) DrainCatch(cxt, &at_commit);
+	}
+	PG_END_TRY();
+}
+
+/* The pace of a NOTIFY topic after a batch that found claimed messages. */
+static void
+obx_pace(TopicPace *pace, int claimed, int batch_size)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (claimed == 0)
+	{
+		pace->size = batch_size;
+		pace->grow_after = 0;
+		pace->hold_ms = 0;
+	}
+	else if (claimed >= pace->size)
+	{
+		if (now >= pace->grow_after)
+			pace->size = Min(pace->size * 2, Max(NOTIFY_BATCH_MAX, batch_size));
+	}
+	else
+	{
+		pace->size = claimed;
+		pace->hold_ms = pace->hold_ms == 0 ? 1000 :
+			Min(pace->hold_ms * 2, PACE_HOLD_MAX_MS);
+		pace->grow_after = TimestampTzPlusMilliseconds(now, pace->hold_ms);
+	}
+}
+
+/*
+ * The paces of the routes, one per route in their order: the one the
+ * topic had, or a full batch for a topic new to the worker.  The paces of
+ * topics no longer routed are dropped.
+ */
+static TopicPace *
+obx_paces_for(List *routes, int batch_size)
+{
+	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "outbox drain paces",
+											  ALLOCSET_SMALL_SIZES);
+	TopicPace  *paces = MemoryContextAllocZero(cxt, sizeof(TopicPace) *
+											   Max(list_length(routes), 1));
+	ListCell   *lc;
+
+	foreach(lc, routes)
+	{
+		OutboxRoute *route = (OutboxRoute *) lfirst(lc);
+		TopicPace  *pace = &paces[foreach_current_index(lc)];
+
+		pace->topic = MemoryContextStrdup(cxt, route->topic);
+		pace->size = batch_size;
+		for (int i = 0; i < obx_npaces; i++)
+		{
+			if (strcmp(obx_paces[i].topic, route->topic) == 0)
+			{
+				pace->size = obx_paces[i].size;
+				pace->grow_after = obx_paces[i].grow_after;
+				pace->hold_ms = obx_paces[i].hold_ms;
+				break;
+			}
+		}
+	}
+	if (obx_pace_cxt != NULL)
+		MemoryContextDelete(obx_pace_cxt);
+	obx_pace_cxt = cxt;
+	obx_paces = paces;
+	obx_npaces = list_length(routes);
+	return paces;
 }
 
 /*
  * One round of the background worker over every routed topic of this
- * database: NOTIFY batches are taken from each topic in turn while some
- * topic still fills whole batches, and a batch of each remote route is
- * launched unless one is in flight.  Called outside a transaction; each
- * batch commits in a transaction of its own.  Returns false when the round
+ * database, read afresh: NOTIFY batches are taken from each topic in turn
+ * while some topic still has messages, and a batch of each remote route is
+ * launched unless one is in flight or its route is paused; a NOTIFY route
+ * paused by errors of its own is left alone too.  A round ends after
+ * ROUND_MAX_MS even if messages remain, so that the wait between rounds
+ * serves the remote calls in flight, a reload and the interrupts, and the
+ * next round sees routes made or dropped meanwhile; it then says that
+ * something is due at once.  Called outside a transaction; each step
+ * commits in a transaction of its own, and an error in one is recorded
+ * and ends that step only (obx_route_step).  Returns false when the round
  * could not run (the extension's tables are missing or locked); otherwise
  * sets *next_wake to when something next becomes due (DT_NOEND: nothing
  * pending), and *delivered and *failed to the outcomes recorded since the
@@ -339,12 +646,13 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 	MemoryContext old;
 	DrainState	st;
 	SavedIdentity save;
-	List	   *routes;
+	List	   *volatile routes = NIL;
 	ListCell   *lc;
-	int		   *sizes;			/* the next NOTIFY batch of each route */
-	bool		more;			/* a NOTIFY route filled its batch */
+	TopicPace  *paces;			/* the next NOTIFY batch of each route */
+	bool		more;			/* a NOTIFY route has more now */
 	bool		first = true;	/* the first pass over the routes */
-	bool		ran = false;
+	volatile bool ran = false;
+	TimestampTz start = GetCurrentTimestamp();
 
 	*next_wake = DT_NOEND;
 	*delivered = 0;
@@ -357,18 +665,31 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 
 	memset(&st, 0, sizeof(st));
 
-	if (!DrainBeginLocked("loading routes", round_cxt))
+	PG_TRY();
+	{
+		if (DrainBeginLocked("loading routes", round_cxt))
+		{
+			obx_init_state(&st, delivering_role,
+						   obx_lease_owner("krizaka_outbox worker"));	/* reads the catalogs */
+			IdentityBecomeExtensionOwner(&save);
+			routes = StoreRouteList(NULL);
+			IdentityRestore(&save);
+			DrainCommit();
+			ran = true;
+		}
+	}
+	PG_CATCH();
+	{
+		bool		at_commit;
+
+		(void) DrainCatch(round_cxt, &at_commit);
+	}
+	PG_END_TRY();
+	if (!ran)
 		goto done;
-	obx_init_state(&st, delivering_role,
-				   obx_lease_owner("krizaka_outbox worker"));	/* reads the catalogs */
-	IdentityBecomeExtensionOwner(&save);
-	routes = StoreRouteList(NULL);
-	IdentityRestore(&save);
-	DrainCommit();
-	/* the commit left TopMemoryContext current: say where the sizes live */
-	sizes = MemoryContextAlloc(round_cxt, sizeof(int) * Max(list_length(routes), 1));
-	for (int i = 0; i < list_length(routes); i++)
-		sizes[i] = st.batch_size;
+	ran = false;
+
+	paces = obx_paces_for(routes, st.batch_size);
 
 	do
 	{
@@ -376,62 +697,71 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 		foreach(lc, routes)
 		{
 			OutboxRoute *route = (OutboxRoute *) lfirst(lc);
-			int		   *size = &sizes[foreach_current_index(lc)];
+			TopicPace  *pace = &paces[foreach_current_index(lc)];
 
 			CHECK_FOR_INTERRUPTS();
 
 			/* a remote route: once a round, and not while a batch flies */
 			if (route->remote && (!first || DrainFlying(route->topic)))
 				continue;
+			/* paused by its breaker, or by errors of its own */
+			if (RemoteRoutePaused(route, GetCurrentTimestamp()))
+				continue;
 
 			MemoryContextReset(batch_cxt);
-			if (!DrainBeginLocked(route->remote ? "claiming" : "delivering to a channel",
-								  batch_cxt))
-				goto done;
-			IdentityBecomeExtensionOwner(&save);
-			if (route->remote)
-				obx_remote_launch(&st, route);
-			else
-				obx_notify_batch(&st, route, *size);
-			IdentityRestore(&save);
-			DrainCommit();
-
-			/*
-			 * Another batch while this one found messages: a full one
-			 * doubles the size; a short one may still leave messages due,
-			 * the next of an ordering key whose head it delivered.
-			 */
-			if (!route->remote && st.claimed > 0)
+			switch (obx_route_step(&st, route, pace, batch_cxt))
 			{
-				more = true;
-				if (st.claimed >= *size)
-					*size = Min(*size * 2, Max(NOTIFY_BATCH_MAX, st.batch_size));
+				case STEP_LOCKED:
+					goto done;
+				case STEP_MORE:
+					more = true;
+					break;
+				case STEP_DONE:
+					break;
 			}
 		}
 		first = false;
+
+		/* bounded: the rest waits for the next round, which comes at once */
+		if (more && GetCurrentTimestamp() >= TimestampTzPlusMilliseconds(start, ROUND_MAX_MS))
+		{
+			*next_wake = GetCurrentTimestamp();
+			ran = true;
+			goto done;
+		}
 	} while (more);
 
 	/* when to look again; a route in flight says so when its batch ends */
-	if (DrainBeginLocked("computing next due time", round_cxt))
+	PG_TRY();
 	{
-		TimestampTz now = GetCurrentTimestamp();
-
-		IdentityBecomeExtensionOwner(&save);
-		foreach(lc, routes)
+		if (DrainBeginLocked("computing next due time", round_cxt))
 		{
-			OutboxRoute *route = (OutboxRoute *) lfirst(lc);
-			TimestampTz next;
+			TimestampTz now = GetCurrentTimestamp();
 
-			if (route->remote && DrainFlying(route->topic))
-				continue;
-			next = obx_next_due(route, now);
-			if (next < *next_wake)
-				*next_wake = next;
+			IdentityBecomeExtensionOwner(&save);
+			foreach(lc, routes)
+			{
+				OutboxRoute *route = (OutboxRoute *) lfirst(lc);
+				TimestampTz next;
+
+				if (route->remote && DrainFlying(route->topic))
+					continue;
+				next = obx_next_due(route, now);
+				if (next < *next_wake)
+					*next_wake = next;
+			}
+			IdentityRestore(&save);
+			DrainCommit();
+			ran = true;
 		}
-		IdentityRestore(&save);
-		DrainCommit();
-		ran = true;
 	}
+	PG_CATCH();
+	{
+		bool		at_commit;
+
+		(void) DrainCatch(round_cxt, &at_commit);
+	}
+	PG_END_TRY();
 
 done:
 	pgstat_report_activity(STATE_IDLE, NULL);

@@ -11,6 +11,8 @@
  *							breaker
  *	outbox_drain_wait.c		the worker's remote batches in flight, and its
  *							wait that serves them
+ *	outbox_drain_xact.c		the worker's transactions, and what an error in
+ *							one leaves
  *
  *-------------------------------------------------------------------------
  */
@@ -18,6 +20,7 @@
 #define OUTBOX_DRAIN_INT_H
 
 #include "datatype/timestamp.h"
+#include "utils/elog.h"
 #include "utils/palloc.h"
 
 #include "outbox_delivery.h"
@@ -36,10 +39,16 @@ extern const char *RemoteBatchTopic(RemoteBatch *batch);
 extern RemoteCall *RemoteBatchNext(RemoteBatch *batch);
 extern void RemoteBatchFinish(RemoteBatch *batch, int64 *delivered,
 							  int64 *failed);
+extern void RemoteBatchAbandon(RemoteBatch *batch, const char *error,
+							   bool messages, int64 *delivered, int64 *failed);
+extern void RemoteBatchDrop(RemoteBatch *batch);
 
-/* the worker's transactions (outbox_drain.c) */
+/* the worker's transactions (outbox_drain_xact.c) */
 extern bool DrainBeginLocked(const char *activity, MemoryContext cxt);
 extern void DrainCommit(void);
+extern ErrorData *DrainCatch(MemoryContext cxt, bool *at_commit);
+extern char *DrainErrorText(const ErrorData *edata);
+extern bool DrainErrorIsMessages(const ErrorData *edata);
 
 /* the worker's batches in flight (outbox_drain_wait.c) */
 extern MemoryContext DrainFlightContext(void);

@@ -47,12 +47,14 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "outbox.h"
@@ -111,6 +113,9 @@ static void obx_failed(RemoteBatch *batch, char *error);
 static void obx_breaker_count(RemoteBatch *batch, bool unreachable,
 							  const char *error);
 static Datum obx_uuid_array(List *ids);
+static bool obx_record_one(RemoteBatch *batch, pg_uuid_t *id, bool complete,
+						   const char *error, int64 *delivered, int64 *failed,
+						   char **raised);
 
 /* Whether the route's breaker keeps it from being called at now. */
 bool
@@ -144,9 +149,22 @@ RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	RemoteBatch *batch = palloc0(sizeof(RemoteBatch));
+	volatile int n = 0;
 
 	batch->cxt = cxt;
-	if (StoreClaimMessages(req, &batch->messages) == 0)
+	PG_TRY();
+	{
+		n = StoreClaimMessages(req, &batch->messages);
+	}
+	PG_CATCH();
+	{
+		/* the worker's batches live past the transaction: not this one */
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(cxt);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (n == 0)
 	{
 		MemoryContextSwitchTo(old);
 		MemoryContextDelete(cxt);
@@ -426,6 +444,120 @@ RemoteBatchFinish(RemoteBatch *batch, int64 *delivered, int64 *failed)
 										   strlen(batch->last_failure)));
 
 	MemoryContextSwitchTo(old);
+	MemoryContextDelete(batch->cxt);
+}
+
+/*
+ * Record the outcome of message id on its own, in a subtransaction:
+ * completed, or failed with error.  Returns whether it was recorded;
+ * otherwise *raised is the text of the error that refused it.
+ */
+static bool
+obx_record_one(RemoteBatch *batch, pg_uuid_t *id, bool complete,
+			   const char *error, int64 *delivered, int64 *failed,
+			   char **raised)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool ok = false;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (complete)
+		{
+			if (StoreComplete(id, batch->owner, now))
+				(*delivered)++;
+		}
+		else if (StoreFail(id, batch->owner, ClipErrorText(error, strlen(error)),
+						   now))
+			(*failed)++;
+		ReleaseCurrentSubTransaction();
+		ok = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		*raised = DrainErrorText(edata);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return ok;
+}
+
+/*
+ * End a batch whose landing raised error (its transaction already rolled
+ * back): each outcome noted so far is recorded on its own message, so
+ * that one message whose row refuses it (a trigger) cannot keep the
+ * others from theirs; an outcome refused is recorded as the failure of
+ * that message with the error that refused it.  The message whose call
+ * was starting fails with error when it is the message's (its envelope
+ * could not be made); the messages not tried are released.  A message
+ * whose failure cannot be recorded either keeps its lease, which expires,
+ * and its attempt counts then.  Frees the batch.  Runs in a transaction,
+ * as the extension owner; the subtransactions cost only this path.
+ */
+void
+RemoteBatchAbandon(RemoteBatch *batch, const char *error, bool messages,
+				   int64 *delivered, int64 *failed)
+{
+	MemoryContext old = MemoryContextSwitchTo(batch->cxt);
+	char	   *raised = NULL;
+	ListCell   *lc;
+
+	if (batch->call != NULL)
+		RemoteCallAbandon(batch->call);
+	batch->call = NULL;
+
+	foreach(lc, batch->done)
+	{
+		pg_uuid_t  *id = (pg_uuid_t *) lfirst(lc);
+
+		if (!obx_record_one(batch, id, true, NULL, delivered, failed, &raised))
+			(void) obx_record_one(batch, id, false, raised, delivered, failed,
+								  &raised);
+	}
+	foreach(lc, batch->failures)
+	{
+		BatchFailure *f = (BatchFailure *) lfirst(lc);
+
+		if (!obx_record_one(batch, f->id, false, f->error, delivered, failed,
+							&raised))
+			(void) obx_record_one(batch, f->id, false, raised, delivered,
+								  failed, &raised);
+	}
+	if (batch->current != NULL && messages)
+		(void) obx_record_one(batch, &batch->current->id, false, error,
+							  delivered, failed, &raised);
+	else if (batch->current != NULL)
+		batch->late = lappend(batch->late, &batch->current->id);
+	for (int i = batch->next; i < list_length(batch->messages); i++)
+		batch->late = lappend(batch->late,
+							  &((ClaimedMessage *) list_nth(batch->messages, i))->id);
+	if (batch->late != NIL)
+		StoreRelease(DatumGetArrayTypeP(obx_uuid_array(batch->late)),
+					 batch->owner);
+
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(batch->cxt);
+}
+
+/* Free a batch whose outcomes could not be recorded: its leases expire. */
+void
+RemoteBatchDrop(RemoteBatch *batch)
+{
+	if (batch->call != NULL)
+		RemoteCallAbandon(batch->call);
 	MemoryContextDelete(batch->cxt);
 }
 

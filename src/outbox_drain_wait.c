@@ -43,7 +43,10 @@
 #include "outbox.h"
 #include "outbox_drain_int.h"
 
-/* how soon a flight that could not land (tables locked) tries again */
+/*
+ * how soon a flight that could not land (tables locked by ALTER TABLE,
+ * VACUUM FULL, CREATE INDEX...) tries again: never a wait of no time
+ */
 #define OBX_LAND_RETRY_MS	100
 
 /* a remote batch in flight */
@@ -53,6 +56,7 @@ typedef struct Flight
 	RemoteCall *call;			/* NULL before the first one; running, or
 								 * ended and waiting to land */
 	int			ready;			/* socket events the last wait reported */
+	TimestampTz retry_at;		/* not to land before (tables were locked) */
 } Flight;
 
 static MemoryContext obx_flight_cxt = NULL; /* the flights and their batches */
@@ -61,8 +65,9 @@ static List *obx_flights = NIL;
 static int64 obx_delivered = 0;		/* outcomes recorded since the last round */
 static int64 obx_failed = 0;
 
-static bool obx_wait_once(TimestampTz end);
+static bool obx_wait_once(TimestampTz end, volatile sig_atomic_t *waiting);
 static bool obx_land(void);
+static void obx_abandon(RemoteBatch *batch, ErrorData *edata, bool at_commit);
 
 /* The memory context that batches in flight live in. */
 MemoryContext
@@ -124,10 +129,14 @@ DrainFlightCounts(int64 *delivered, int64 *failed)
 /*
  * The drain worker's wait for its next round: until its latch is set, the
  * timeout passes or a batch has landed, serving the calls in flight
- * meanwhile.  Then takes any interrupt.
+ * meanwhile.  *waiting is set while it sleeps (and only then: a landing is
+ * a transaction that a termination must be able to end, row lock waits
+ * included); it returns at once when *stop is set.  Then takes any
+ * interrupt.
  */
 void
-DrainWait(long timeout_ms)
+DrainWait(long timeout_ms, volatile sig_atomic_t *waiting,
+		  volatile sig_atomic_t *stop)
 {
 	TimestampTz end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												  timeout_ms);
@@ -135,8 +144,15 @@ DrainWait(long timeout_ms)
 	(void) DrainFlightContext();
 	for (;;)
 	{
-		bool		woken = obx_wait_once(end);
-		bool		landed = obx_land();
+		bool		woken;
+		bool		landed;
+
+		if (*stop)
+			return;
+		woken = obx_wait_once(end, waiting);
+		if (*stop)
+			return;
+		landed = obx_land();
 
 		if (woken || landed || GetCurrentTimestamp() >= end)
 			break;
@@ -149,10 +165,10 @@ DrainWait(long timeout_ms)
  * end or the earliest of their deadlines; then step every call, with the
  * events its socket reported (none: it only looks at its deadline).
  * Returns whether the latch was set; it is reset then, before the work
- * that follows, as WorkerWait does.
+ * that follows, as WorkerWait does.  *waiting is set while it sleeps.
  */
 static bool
-obx_wait_once(TimestampTz end)
+obx_wait_once(TimestampTz end, volatile sig_atomic_t *waiting)
 {
 	int			size = list_length(obx_flights) + 2;
 	TimestampTz now = GetCurrentTimestamp();
@@ -166,9 +182,14 @@ obx_wait_once(TimestampTz end)
 	/* nothing in flight: the latch's own wait set, as WorkerWait */
 	if (obx_flights == NIL)
 	{
-		if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					  TimestampDifferenceMilliseconds(now, end),
-					  PG_WAIT_EXTENSION) & WL_LATCH_SET)
+		int			rc;
+
+		*waiting = true;
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   TimestampDifferenceMilliseconds(now, end),
+					   PG_WAIT_EXTENSION);
+		*waiting = false;
+		if (rc & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
 			woken = true;
@@ -189,7 +210,7 @@ obx_wait_once(TimestampTz end)
 		f->ready = 0;
 		if (f->call == NULL)	/* its first call is to start */
 		{
-			until = now;
+			until = Min(until, Max(now, f->retry_at));
 			continue;
 		}
 		events = RemoteCallSocket(f->call, &sock);
@@ -205,8 +226,10 @@ obx_wait_once(TimestampTz end)
 	}
 
 	occurred = MemoryContextAlloc(obx_wait_cxt, sizeof(WaitEvent) * size);
+	*waiting = true;
 	n = WaitEventSetWait(set, TimestampDifferenceMilliseconds(now, until),
 						 occurred, size, PG_WAIT_EXTENSION);
+	*waiting = false;
 	FreeWaitEventSet(set);
 
 	for (int i = 0; i < n; i++)
@@ -233,8 +256,12 @@ obx_wait_once(TimestampTz end)
 /*
  * Land every flight whose call has ended (or that has none yet), each in a
  * transaction of its own: start the batch's next call, or record the batch
- * when it is through.  A flight that cannot take the tables' locks now stays for the
- * next wait.  Returns whether a batch is through.
+ * when it is through.  A flight that cannot take the tables' locks now
+ * tries again after OBX_LAND_RETRY_MS.  A landing that raises an error
+ * (its message's payload gone under it, a trigger refusing an outcome)
+ * ends its batch: what it noted so far is recorded message by message in
+ * a new transaction (RemoteBatchAbandon); the other flights go on.
+ * Returns whether a batch is through.
  */
 static bool
 obx_land(void)
@@ -246,22 +273,52 @@ obx_land(void)
 	{
 		Flight	   *f = (Flight *) lfirst(lc);
 		const OutboxError *error;
-		SavedIdentity save;
+		TimestampTz now = GetCurrentTimestamp();
+		volatile bool through = false;
+		ErrorData  *edata = NULL;
+		bool		at_commit;
 
 		if (f->call != NULL &&
 			RemoteCallOutcome(f->call, &error) == REMOTE_PENDING)
 			continue;
-		if (!DrainBeginLocked("delivering to a remote server", obx_wait_cxt))
+		if (f->retry_at > now)
 			continue;
-		IdentityBecomeExtensionOwner(&save);
-		f->call = RemoteBatchNext(f->batch);
-		if (f->call == NULL)
-			RemoteBatchFinish(f->batch, &obx_delivered, &obx_failed);
-		IdentityRestore(&save);
-		DrainCommit();
+
+		PG_TRY();
+		{
+			SavedIdentity save;
+
+			if (!DrainBeginLocked("delivering to a remote server", obx_wait_cxt))
+				f->retry_at = TimestampTzPlusMilliseconds(now, OBX_LAND_RETRY_MS);
+			else
+			{
+				IdentityBecomeExtensionOwner(&save);
+				f->call = RemoteBatchNext(f->batch);
+				if (f->call == NULL)
+				{
+					RemoteBatchFinish(f->batch, &obx_delivered, &obx_failed);
+					through = true;
+				}
+				IdentityRestore(&save);
+				DrainCommit();
+				f->retry_at = 0;
+			}
+		}
+		PG_CATCH();
+		{
+			edata = DrainCatch(obx_wait_cxt, &at_commit);
+		}
+		PG_END_TRY();
 		pgstat_report_activity(STATE_IDLE, NULL);
 
-		if (f->call == NULL)
+		if (edata != NULL)
+		{
+			/* a batch that finished has already been freed */
+			if (!through)
+				obx_abandon(f->batch, edata, at_commit);
+			through = true;
+		}
+		if (through)
 		{
 			obx_flights = foreach_delete_current(obx_flights, lc);
 			pfree(f);
@@ -269,4 +326,41 @@ obx_land(void)
 		}
 	}
 	return landed;
+}
+
+/*
+ * End a flight whose landing raised edata: record what its batch noted
+ * so far in a transaction of its own (RemoteBatchAbandon).  If that fails
+ * too, or the tables are locked, the batch is dropped and its leases
+ * expire: its messages come back with their attempt counted.
+ */
+static void
+obx_abandon(RemoteBatch *batch, ErrorData *edata, bool at_commit)
+{
+	char	   *text = DrainErrorText(edata);
+	bool		messages = !at_commit && DrainErrorIsMessages(edata);
+	volatile bool recorded = false;
+
+	PG_TRY();
+	{
+		SavedIdentity save;
+
+		if (DrainBeginLocked("recording a failure", obx_wait_cxt))
+		{
+			IdentityBecomeExtensionOwner(&save);
+			RemoteBatchAbandon(batch, text, messages, &obx_delivered, &obx_failed);
+			recorded = true;
+			IdentityRestore(&save);
+			DrainCommit();
+		}
+	}
+	PG_CATCH();
+	{
+		bool		again;
+
+		(void) DrainCatch(obx_wait_cxt, &again);
+	}
+	PG_END_TRY();
+	if (!recorded)
+		RemoteBatchDrop(batch);
 }

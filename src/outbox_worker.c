@@ -22,21 +22,31 @@
  *
  * Signals.  SIGTERM (a fast shutdown, the launcher stopping a worker, a
  * statement on the database, pg_terminate_backend) only sets a flag and the
- * latch while the process waits at the head of its loop, which then exits
- * with a LOG line rather than die()'s FATAL.  During the rest of a round it
- * is die(), so that a statement or a remote call in progress stops at once,
- * except while a transaction commits: the commit of a claim may wait for a
- * synchronous standby (SyncRepWaitForLSN), and a die() there would cut the
- * wait short and let the transaction's notifications go out, and the round
- * go on, for messages the standby may never have received.  A termination
- * request during the commit waits for it, and takes effect after it.  The
- * drain worker ignores SIGINT (pg_cancel_backend) for the same reason: a
- * cancel cuts that wait short too, and the worker runs no statement that a
- * cancel would usefully end (no statement_timeout or lock_timeout applies
- * to it, and it takes no lock it would wait for).
+ * latch while the process sleeps (at the head of its loop, or in the wait
+ * between rounds), and the process then exits with a LOG line rather than
+ * die()'s FATAL.  Everywhere else it is die(), so that a statement, a row
+ * lock wait or a remote call in progress stops at once, landings of remote
+ * batches included, except while a transaction commits: the commit of a
+ * claim may wait for a synchronous standby (SyncRepWaitForLSN), and a die()
+ * there would cut the wait short and let the transaction's notifications
+ * go out, and the round go on, for messages the standby may never have
+ * received.  A termination request during the commit waits for it, and
+ * takes effect after it.
+ *
+ * SIGINT is a cancel, as in a session, while a step of a round runs in its
+ * transaction (DrainStepRunning): pg_cancel_backend, statement_timeout (in
+ * force for each step when set for the worker's role or database, or in
+ * postgresql.conf) and lock_timeout end the step with an ERROR, which the
+ * round records on the route (its last_failure and a pause) and goes on.
+ * A cancel that comes while the process sleeps, between steps or during a
+ * commit is ignored: there is nothing to cancel, and a commit's wait for a
+ * synchronous standby must not be cut short; one pending when a commit
+ * begins ends that transaction before it commits.
  *
  * Glossary:
- *	round		one call of DrainDatabaseRound(): every routed topic once
+ *	round		one call of DrainDatabaseRound(): passes over the routed
+ *				topics, with the routes read afresh, for at most about
+ *				100 ms while messages remain
  *	naptime		the longest sleep between two rounds
  *
  *-------------------------------------------------------------------------
@@ -91,6 +101,7 @@ static char obx_error_message[OUTBOX_WORKER_ERROR_BYTES];	/* last ERROR/FATAL */
 static int	obx_error_code = 0;
 
 static void obx_sigterm(SIGNAL_ARGS);
+static void obx_sigint(SIGNAL_ARGS);
 static void obx_exit_if_asked(int code);
 static void obx_worker_xact_callback(XactEvent event, void *arg);
 static void obx_worker_detach(int code, Datum arg);
@@ -138,22 +149,22 @@ WorkerWaitForWork(long timeout_ms)
 
 /*
  * Install the signal handlers of the launcher or a drain worker, before
- * signals are unblocked: SIGHUP reloads, SIGTERM stops (see the head
- * comment), and a drain worker ignores SIGINT.
+ * signals are unblocked: SIGHUP reloads, SIGTERM stops, and SIGINT is a
+ * cancel of a drain worker's step (see the head comment); the launcher
+ * ignores it.
  */
 void
-WorkerSetSignals(bool ignore_cancel)
+WorkerSetSignals(bool drain_worker)
 {
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, obx_sigterm);
-	if (ignore_cancel)
-		pqsignal(SIGINT, SIG_IGN);
+	pqsignal(SIGINT, drain_worker ? obx_sigint : SIG_IGN);
 }
 
 /*
  * SIGTERM handler of the launcher and the drain workers: remember the
- * request and wake the process; where nothing may be cut short (waiting at
- * the head of the loop, committing) that is all, elsewhere it is die().
+ * request and wake the process; where nothing may be cut short (sleeping,
+ * committing) that is all, elsewhere it is die().
  */
 static void
 obx_sigterm(SIGNAL_ARGS)
@@ -166,6 +177,18 @@ obx_sigterm(SIGNAL_ARGS)
 	SetLatch(MyLatch);
 
 	errno = save_errno;
+}
+
+/*
+ * SIGINT handler of a drain worker: a cancel of the step in progress, as
+ * StatementCancelHandler is in a session; ignored outside a step and
+ * during a commit.
+ */
+static void
+obx_sigint(SIGNAL_ARGS)
+{
+	if (DrainStepRunning && !obx_committing && !obx_waiting)
+		StatementCancelHandler(postgres_signal_arg);
 }
 
 /*
@@ -189,10 +212,10 @@ obx_exit_if_asked(int code)
 }
 
 /*
- * Transaction callback of a drain worker: no termination request may cut a
- * commit short (its wait for a synchronous standby).  One that came before
- * the commit ends the transaction before it commits; one that comes during
- * it is held, and is die() once it is done.
+ * Transaction callback of a drain worker: no termination request or cancel
+ * may cut a commit short (its wait for a synchronous standby).  One that
+ * came before the commit ends the transaction before it commits; a
+ * termination that comes during it is held, and is die() once it is done.
  */
 static void
 obx_worker_xact_callback(XactEvent event, void *arg)
@@ -202,7 +225,7 @@ obx_worker_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_COMMIT:
 			/* NB: set first, so that a SIGTERM from now on only sets the flag */
 			obx_committing = true;
-			if (ProcDiePending)
+			if (ProcDiePending || QueryCancelPending)
 				CHECK_FOR_INTERRUPTS();
 			break;
 		case XACT_EVENT_COMMIT:
@@ -365,9 +388,7 @@ obx_worker_loop(void)
 		bool		ran;
 
 		obx_exit_if_asked(0);
-		obx_waiting = true;
-		DrainWait(timeout);
-		obx_waiting = false;
+		DrainWait(timeout, &obx_waiting, &obx_stop_requested);
 		obx_exit_if_asked(0);
 		(void) WorkerReloadIfAsked();
 		MemoryContextSwitchTo(TopMemoryContext);

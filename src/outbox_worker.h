@@ -57,7 +57,7 @@ extern bool WorkerStart(int slotno, Oid dboid, const char *datname,
 extern PGDLLEXPORT void OutboxWorkerMain(Datum main_arg);
 
 /* signals, and waiting on the latch (outbox_worker.c) */
-extern void WorkerSetSignals(bool ignore_cancel);
+extern void WorkerSetSignals(bool drain_worker);
 extern void WorkerWait(long timeout_ms);
 extern bool WorkerWaitForWork(long timeout_ms);
 extern bool WorkerReloadIfAsked(void);

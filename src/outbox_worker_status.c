@@ -4,7 +4,9 @@
  *		outbox.worker_status(): what the drain workers are doing.
  *
  * One row per database the launcher serves, read from a copy of the
- * workers' slots in shared memory (outbox_shmem.c).  Only a preloaded
+ * workers' slots in shared memory (outbox_shmem.c), and one in the state
+ * "no such database" for each name outbox.worker_databases lists that no
+ * database has.  Only a preloaded
  * library has workers; elsewhere the function explains what is missing.
  * On a server in recovery no launcher runs (it starts when recovery ends):
  * the rows are then the databases it would serve, from pg_database, each
@@ -43,6 +45,8 @@ static const char *obx_state_name(OutboxWorkerState state);
 static bool obx_waits_for_standby(pid_t pid);
 static int	obx_compare_infos(const void *a, const void *b);
 static int	obx_compare_names(const ListCell *a, const ListCell *b);
+static List *obx_missing_databases(void);
+static void obx_missing_row(ReturnSetInfo *rsinfo, const char *name);
 static void obx_standby_rows(ReturnSetInfo *rsinfo, bool see_all,
 							 const char *here);
 
@@ -106,6 +110,8 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 	int			i;
 	bool		see_all;
 	char	   *here;
+	List	   *missing;
+	ListCell   *lc;
 
 	n = ShmemWorkerSnapshot(&infos);
 	if (!outbox_preloaded || n < 0)
@@ -129,12 +135,21 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 	}
 
 	qsort(infos, n, sizeof(OutboxWorkerInfo), obx_compare_infos);
+	missing = see_all ? obx_missing_databases() : NIL;
 
 	for (i = 0; i < n; i++)
 	{
 		OutboxWorkerInfo *info = &infos[i];
 		Datum		values[OBX_STATUS_COLUMNS];
 		bool		nulls[OBX_STATUS_COLUMNS];
+
+		/* the databases that do not exist, in their place in the order */
+		while (missing != NIL &&
+			   strcmp((char *) linitial(missing), NameStr(info->datname)) < 0)
+		{
+			obx_missing_row(rsinfo, (char *) linitial(missing));
+			missing = list_delete_first(missing);
+		}
 
 		if (!see_all && (here == NULL || strcmp(NameStr(info->datname), here) != 0))
 			continue;
@@ -158,8 +173,58 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	foreach(lc, missing)
+		obx_missing_row(rsinfo, (char *) lfirst(lc));
 
 	return (Datum) 0;
+}
+
+/*
+ * The names outbox.worker_databases lists that no database has, sorted:
+ * the launcher serves them once they are created (and logs once that they
+ * do not exist).  None with '*'.
+ */
+static List *
+obx_missing_databases(void)
+{
+	List	   *missing = NIL;
+	ListCell   *lc;
+	bool		star;
+	List	   *names = LauncherDatabaseNames(&star);
+
+	if (star)
+		return NIL;
+	foreach(lc, names)
+	{
+		char	   *name = (char *) lfirst(lc);
+
+		if (!OidIsValid(get_database_oid(name, true)) &&
+			!LauncherListed(missing, false, name))
+			missing = lappend(missing, name);
+	}
+	list_sort(missing, obx_compare_names);
+	return missing;
+}
+
+/* The row of a listed database that does not exist: no process, no counts. */
+static void
+obx_missing_row(ReturnSetInfo *rsinfo, const char *name)
+{
+	NameData	datname;
+	Datum		values[OBX_STATUS_COLUMNS];
+	bool		nulls[OBX_STATUS_COLUMNS];
+
+	namestrcpy(&datname, name);
+	memset(nulls, true, sizeof(nulls));
+	values[0] = NameGetDatum(&datname);
+	nulls[0] = false;
+	values[2] = CStringGetTextDatum("no such database");
+	nulls[2] = false;
+	values[5] = Int64GetDatum(0);
+	nulls[5] = false;
+	values[6] = Int64GetDatum(0);
+	nulls[6] = false;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
 /* list_sort comparator: database names. */

@@ -59,7 +59,8 @@ $node->safe_psql('Db 3', 'CREATE EXTENSION krizaka_outbox');
 $node->safe_psql('postgres',
 	q{ALTER SYSTEM SET outbox.worker_databases = 'db1, db2,"Db 3", missing'});
 $node->reload;
-wait_status($node, 'Db 3|sleeping,db1|sleeping,db2|no extension', 'reload starts the listed workers');
+wait_status($node, 'Db 3|sleeping,db1|sleeping,db2|no extension,missing|no such database',
+	'reload starts the listed workers, and shows the name no database has');
 is($node->safe_psql('postgres', $workers_query), 'Db 3,db1',
 	'workers connected to the databases with the extension');
 is( $node->safe_psql(
@@ -77,6 +78,11 @@ is( $node->safe_psql('postgres',
 		"SELECT count(*) FROM outbox.worker_status() WHERE datname = 'db2' AND pid IS NULL"),
 	'1',
 	'the database without the extension has no pid');
+
+is( $node->safe_psql('postgres',
+		"SELECT pid IS NULL AND started_at IS NULL AND delivered = 0 AND last_error IS NULL FROM outbox.worker_status() WHERE datname = 'missing'"),
+	't',
+	'the missing database has a row without a process');
 
 # The missing database is logged once, and found when it is created.
 $node->wait_for_log(qr/database "missing" named in outbox.worker_databases does not exist/);

@@ -68,7 +68,8 @@ is(worker_pid($node, 'app2'), $pid, 'and leaves the worker alone');
 # DROP DATABASE (without FORCE) while its worker runs.
 $took = timed('postgres', 'DROP DATABASE app2');
 cmp_ok($took, '<', 4, "DROP DATABASE took ${took}s");
-wait_status($node, 'app|sleeping', 'the dropped database has no row');
+wait_status($node, 'app|sleeping,app2|no such database',
+	'the dropped database, still listed, has a row that says it does not exist');
 ok(!$node->log_contains(qr/is being accessed by other users/),
 	'no DROP DATABASE waited on the worker');
 
@@ -76,21 +77,22 @@ ok(!$node->log_contains(qr/is being accessed by other users/),
 # renamed back, it returns.
 $took = timed('postgres', 'ALTER DATABASE app RENAME TO app_renamed');
 cmp_ok($took, '<', 4, "ALTER DATABASE RENAME took ${took}s");
-wait_status($node, '', 'a database renamed out of the list has no worker');
+wait_status($node, 'app|no such database,app2|no such database',
+	'a database renamed out of the list has no worker');
 timed('postgres', 'ALTER DATABASE app_renamed RENAME TO app');
-wait_status($node, 'app|sleeping', 'renamed back, it has a worker again');
+wait_status($node, 'app|sleeping,app2|no such database', 'renamed back, it has a worker again');
 
 # The worker stays away while the renaming transaction is open, and returns
 # when it rolls back.
 my $bg = $node->background_psql('postgres');
 $bg->query_safe('BEGIN');
 $bg->query_safe('ALTER DATABASE app RENAME TO app_tmp');
-wait_status($node, 'app|stopped', 'no worker while the rename is not committed');
+wait_status($node, 'app|stopped,app2|no such database', 'no worker while the rename is not committed');
 is($node->safe_psql('postgres',
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'krizaka_outbox worker'"),
 	'0', 'no worker connected meanwhile');
 $bg->query_safe('ROLLBACK');
-wait_status($node, 'app|sleeping', 'the rollback brings the worker back');
+wait_status($node, 'app|sleeping,app2|no such database', 'the rollback brings the worker back');
 $bg->quit;
 
 # ALTER DATABASE ... SET TABLESPACE
@@ -99,12 +101,12 @@ mkdir $tsdir or die "mkdir $tsdir: $!";
 $node->safe_psql('postgres', "CREATE TABLESPACE ts LOCATION '$tsdir'");
 $took = timed('postgres', 'ALTER DATABASE app SET TABLESPACE ts');
 cmp_ok($took, '<', 4, "ALTER DATABASE SET TABLESPACE took ${took}s");
-wait_status($node, 'app|sleeping', 'the worker returns after the move');
+wait_status($node, 'app|sleeping,app2|no such database', 'the worker returns after the move');
 
 # CREATE DATABASE ... TEMPLATE app while its worker runs.
 $took = timed('postgres', 'CREATE DATABASE app_copy TEMPLATE app');
 cmp_ok($took, '<', 4, "CREATE DATABASE ... TEMPLATE took ${took}s");
-wait_status($node, 'app|sleeping', 'the template database gets its worker back');
+wait_status($node, 'app|sleeping,app2|no such database', 'the template database gets its worker back');
 ok(!$node->log_contains(qr/is being accessed by other users/),
 	'no statement waited on the worker');
 

@@ -23,6 +23,7 @@ OBJS = \
 	src/outbox_remote_conn.o \
 	src/outbox_remote_errors.o \
 	src/outbox_remote_options.o \
+	src/outbox_remote_probe.o \
 	src/outbox_shmem.o \
 	src/outbox_spi.o \
 	src/outbox_store.o \

@@ -103,9 +103,11 @@ struct RemoteCall
 	const char *topic;
 	TimestampTz start;
 	TimestampTz deadline;
+	bool		prepare_only;	/* a check: prepare the command, run nothing */
 
 	/* how far it has come */
 	ObxPhase	phase;
+	RemoteCallStage stage;		/* the step it has reached */
 	RemoteConn *entry;			/* held until the call ends */
 	bool		reused;			/* on a cached connection, not yet proven */
 	bool		retried;		/* a second connection was made */
@@ -118,6 +120,10 @@ struct RemoteCall
 	OutboxError error;
 };
 
+static RemoteCall *obx_start(const char *server_name, Oid userid,
+							 bool require_password, const char *command,
+							 const char *envelope, const char *topic,
+							 TimestampTz deadline, bool prepare_only);
 static void obx_open(RemoteCall *call);
 static void obx_connect(RemoteCall *call);
 static void obx_connecting(RemoteCall *call, int ready);
@@ -152,8 +158,43 @@ RemoteCallStart(const char *server_name, Oid userid, bool require_password,
 				const char *command, const char *envelope, const char *topic,
 				TimestampTz deadline)
 {
+	return obx_start(server_name, userid, require_password, command,
+					 envelope, topic, deadline, false);
+}
+
+/*
+ * Start a check of a route's command (outbox.check_route): as a delivery
+ * starts, but always on a new connection, and the command is only
+ * prepared remotely, as an unnamed statement with the parameter types of a
+ * delivery, never run.  An unnamed statement lives until the next one on
+ * the connection, so a pooler in transaction mode serves it too.  Wait for
+ * it with RemoteCallWait; RemoteCallStageOf says which step it ended in.
+ */
+RemoteCall *
+RemoteProbeStart(const char *server_name, Oid userid, bool require_password,
+				 const char *command, TimestampTz deadline)
+{
+	return obx_start(server_name, userid, require_password, command,
+					 NULL, NULL, deadline, true);
+}
+
+/* The step the call has reached, or ended in. */
+RemoteCallStage
+RemoteCallStageOf(RemoteCall *call)
+{
+	return call->stage;
+}
+
+/* RemoteCallStart and RemoteProbeStart */
+static RemoteCall *
+obx_start(const char *server_name, Oid userid, bool require_password,
+		  const char *command, const char *envelope, const char *topic,
+		  TimestampTz deadline, bool prepare_only)
+{
 	RemoteCall *call = palloc0(sizeof(RemoteCall));
 
+	call->prepare_only = prepare_only;
+	call->stage = REMOTE_STAGE_SERVER;
 	call->require_password = require_password;
 	call->command = command;
 	call->envelope = envelope;
@@ -182,6 +223,8 @@ RemoteCallStart(const char *server_name, Oid userid, bool require_password,
 	call->entry = RemoteConnTake(&call->dest);
 	PG_TRY();
 	{
+		if (call->prepare_only)
+			RemoteConnClose(call->entry);	/* a check connects anew */
 		obx_open(call);
 	}
 	PG_CATCH();
@@ -323,6 +366,7 @@ static void
 obx_connect(RemoteCall *call)
 {
 	call->reused = false;
+	call->stage = REMOTE_STAGE_CONNECT;
 	if (!RemoteConnBegin(call->entry, &call->dest, call->require_password,
 						 call->start, call->deadline, &call->error))
 	{
@@ -366,11 +410,12 @@ obx_send(RemoteCall *call)
 	values[0] = call->envelope;
 	values[1] = call->topic;
 	call->phase = OBX_RUNNING;
+	call->stage = REMOTE_STAGE_COMMAND;
 	call->flushed = false;
 	call->input_failed = false;
 	call->results.ok = false;
 	OutboxErrorClear(&call->results.error);
-	call->results.largest = strlen(call->envelope);
+	call->results.largest = call->envelope ? strlen(call->envelope) : 0;
 
 	if (GetCurrentTimestamp() >= call->deadline)
 	{
@@ -380,14 +425,16 @@ obx_send(RemoteCall *call)
 		return;
 	}
 
-	if (!PQsendQueryParams(conn, call->command, 2, types, values, NULL, NULL, 0))
+	if (call->prepare_only ?
+		!PQsendPrepare(conn, "", call->command, 2, types) :
+		!PQsendQueryParams(conn, call->command, 2, types, values, NULL, NULL, 0))
 	{
 		RemoteCommandConnectionError(conn, call->dest.servername, &call->error);
 		obx_broken(call, false);
 		return;
 	}
 	call->entry->busy = true;
-	if (!PQsetSingleRowMode(conn))
+	if (!call->prepare_only && !PQsetSingleRowMode(conn))
 		elog(DEBUG1, "could not set single-row mode on the connection to server \"%s\"",
 			 call->dest.servername);
 	obx_running(call, 0);

@@ -28,6 +28,7 @@
 #include "libpq-fe.h"
 #include "utils/timestamp.h"
 
+#include "outbox_delivery.h"
 #include "outbox_error.h"
 
 /* libpq connection options built from a server and a user mapping */
@@ -127,6 +128,19 @@ extern void RemoteCloseInvalidated(void);
 extern void RemoteWaitsBegin(void);
 extern void RemoteWaitsEnd(void);
 extern int	RemoteWait(PGconn *conn, int events, TimestampTz deadline);
+
+/* the step a remote call has reached (outbox_remote_command.c) */
+typedef enum RemoteCallStage
+{
+	REMOTE_STAGE_SERVER,		/* resolving the server and user mapping */
+	REMOTE_STAGE_CONNECT,		/* connecting */
+	REMOTE_STAGE_COMMAND		/* sending the command, awaiting its results */
+} RemoteCallStage;
+
+extern RemoteCall *RemoteProbeStart(const char *server_name, Oid userid,
+									bool require_password, const char *command,
+									TimestampTz deadline);
+extern RemoteCallStage RemoteCallStageOf(RemoteCall *call);
 
 /* the conditions a remote command ends with (outbox_remote_errors.c) */
 extern void RemoteCommandTimedOut(OutboxError *error, const char *servername,

@@ -15,6 +15,7 @@
  *	outbox_remote_command.c	a RemoteCall: the delivery of one message as a
  *							state machine that never blocks, and reading
  *							its outcome
+ *	outbox_remote_probe.c	check_route's steps: server, connect, prepare
  *	outbox_remote_errors.c	the conditions a command ends with: timeout,
  *							remote error, lost connection
  *

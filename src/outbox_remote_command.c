@@ -169,6 +169,7 @@ RemoteCallStart(const char *server_name, Oid userid, bool require_password,
  * delivery, never run.  An unnamed statement lives until the next one on
  * the connection, so a pooler in transaction mode serves it too.  Wait for
  * it with RemoteCallWait; RemoteCallStageOf says which step it ended in.
+ * The connection is closed when the check ends.
  */
 RemoteCall *
 RemoteProbeStart(const char *server_name, Oid userid, bool require_password,
@@ -548,7 +549,8 @@ obx_end(RemoteCall *call, RemoteOutcome outcome)
 	if (call->entry != NULL)
 	{
 		call->entry->busy = false;
-		if (call->results.largest > OBX_KEEP_BUFFER_BYTES)
+		/* a check keeps no connection open in the session that ran it */
+		if (call->results.largest > OBX_KEEP_BUFFER_BYTES || call->prepare_only)
 			RemoteConnClose(call->entry);
 		RemoteConnRelease(call->entry);
 	}

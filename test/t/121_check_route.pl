@@ -68,6 +68,8 @@ like($last, qr/prepared remotely; it was not run/, 'the command was prepared, no
 is($far->safe_psql('inbox', 'SELECT (SELECT count(*) FROM event)::text || (SELECT count(*) FROM ran)'), '00',
 	'nothing was inserted and no function ran remotely');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM outbox.message'), '0', 'no message was made');
+ok(wait_for($far, 'inbox', q{SELECT count(*) FROM pg_stat_activity WHERE application_name = 'krizaka_outbox'}, '0', 5),
+	'and no remote session was left open');
 
 # an unknown host: the connection fails
 $node->safe_psql('postgres', q{SELECT outbox.route_remote('lost', 'lost', 'INSERT INTO event (body) VALUES ($1)')},

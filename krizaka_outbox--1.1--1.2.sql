@@ -237,3 +237,39 @@ SELECT c.topic,
 
 COMMENT ON VIEW outbox.topic_stats IS
     'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, the pause of its route, and that age in seconds.';
+
+/*
+ * check_route runs as its caller, as route_remote does: it connects with
+ * the user mapping of the route's creator, so only the creator, a
+ * superuser or a member of the extension's owner may call it.
+ */
+CREATE FUNCTION outbox.check_route(topic text)
+RETURNS TABLE (step text, ok boolean, sqlstate text, message text)
+AS 'MODULE_PATHNAME', 'outbox_check_route'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.check_route(text) IS
+    'Public: try the route of topic as delivery would, delivering nothing: one row per step (route; channel, or server, connect, prepare), up to the first that fails.';
+
+REVOKE ALL ON FUNCTION outbox.check_route(text) FROM PUBLIC;
+
+-- Whoever may make remote routes may check them: the grants of route_remote.
+DO $do$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN
+        SELECT a.grantee, a.is_grantable
+          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+         WHERE p.oid OPERATOR(pg_catalog.=) 'outbox.route_remote(text, name, text)'::pg_catalog.regprocedure
+           AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION outbox.check_route(text) TO %s%s',
+            CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
+            CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+END
+$do$;

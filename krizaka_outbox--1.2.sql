@@ -394,6 +394,20 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION outbox.route_remote(text, name, text) IS
     'Public: deliver topic by running command on the foreign server, with $1 = envelope (jsonb) and $2 = topic; replaces the topic''s route.';
 
+/*
+ * check_route runs as its caller, as route_remote does: it connects with
+ * the user mapping of the route's creator, so only the creator, a
+ * superuser or a member of the extension's owner may call it.
+ */
+CREATE FUNCTION outbox.check_route(topic text)
+RETURNS TABLE (step text, ok boolean, sqlstate text, message text)
+AS 'MODULE_PATHNAME', 'outbox_check_route'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.check_route(text) IS
+    'Public: try the route of topic as delivery would, delivering nothing: one row per step (route; channel, or server, connect, prepare), up to the first that fails.';
+
 CREATE FUNCTION outbox.unroute(topic text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'outbox_unroute'

@@ -386,6 +386,7 @@ INSERT INTO bad_input.call VALUES
     ('route_remote', 3, 'command', 'command', $$SELECT outbox.route_remote('bi', 'bad_input_srv', %v)$$,
      $$SELECT 'stored ' || length(command) || ' characters' FROM outbox.routes WHERE topic = 'bi'$$),
     ('unroute', 1, 'topic', 'text', $$SELECT outbox.unroute(%v)$$, NULL),
+    ('check_route', 1, 'topic', 'text', $$SELECT count(*) FROM outbox.check_route(%v)$$, NULL),
     ('drain_once', 1, 'topic', 'text', $$SELECT outbox.drain_once(%v)$$, NULL);
 
 -- every function of the extension has its calls (worker_status has no

@@ -267,6 +267,45 @@ SELECT outbox.route_notify('router_n', 'router_events');
 RESET ROLE;
 SELECT * FROM r WHERE topic = 'router_n';
 
+-- check_route: one row per step, up to the first that fails.  A NOTIFY
+-- route has nothing remote to check; a remote route's server and mapping
+-- are checked as the creator's, and the connection is tried (these servers
+-- refuse it: port 1)
+SELECT step, ok, sqlstate, message FROM outbox.check_route('router_n');
+-- (no user mapping of the superuser that made this one)
+SELECT step, ok, sqlstate, replace(message, current_user, '<me>') AS message
+  FROM outbox.check_route('credits');
+SET ROLE regress_outbox_router;
+SELECT regress.err($$SELECT * FROM outbox.check_route('router')$$);
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION outbox.check_route(text) TO regress_outbox_router;
+SET ROLE regress_outbox_router;
+SELECT step, ok, sqlstate,
+       CASE WHEN step = 'connect' AND message LIKE 'could not connect to server "regress_nowhere": %Connection refused%'
+            THEN 'could not connect ... Connection refused' ELSE message END AS message
+  FROM outbox.check_route('router');
+-- a topic without a route, and a NULL topic
+SELECT regress.err($$SELECT * FROM outbox.check_route('router_none')$$);
+SELECT regress.err($$SELECT * FROM outbox.check_route(NULL)$$);
+-- another role's route, even with EXECUTE: only its creator, a superuser or
+-- a member of the extension's owner may check it
+SELECT regress.err($$SELECT * FROM outbox.check_route('credits')$$);
+RESET ROLE;
+-- the creator's mapping is gone: the server step fails, nothing connects
+DROP USER MAPPING FOR regress_outbox_router SERVER regress_nowhere;
+SELECT * FROM outbox.check_route('router');
+-- a host given by name: a note that the worker looks it up, blocking
+CREATE SERVER regress_named FOREIGN DATA WRAPPER dblink_fdw
+    OPTIONS (host 'localhost', port '1', dbname 'x');
+CREATE USER MAPPING FOR CURRENT_USER SERVER regress_named;
+SELECT outbox.route_remote('router_named', 'regress_named', 'SELECT $1');
+SELECT step, ok, sqlstate, replace(message, current_user, '<me>') AS message
+  FROM outbox.check_route('router_named') WHERE step IN ('route', 'server');
+ALTER SERVER regress_named OPTIONS (ADD hostaddr '127.0.0.1');
+SELECT step, ok, sqlstate, replace(message, current_user, '<me>') AS message
+  FROM outbox.check_route('router_named') WHERE step IN ('route', 'server');
+SELECT outbox.unroute('router_named');
+
 -- a route made by one role and replaced by another belongs to the other
 SELECT outbox.route_notify('router', 'router_events');
 SELECT * FROM r WHERE topic LIKE 'router%' ORDER BY topic;

@@ -2,7 +2,8 @@
  *
  * outbox_api_routes.c
  *		The SQL-callable functions that say where a topic is delivered:
- *		route_notify, route_remote and unroute.
+ *		route_notify, route_remote and unroute; and check_route, which
+ *		tries a route without delivering anything.
  *
  * A topic has at most one route, kept in outbox.routes: a NOTIFY channel,
  * or a command run on a remote PostgreSQL database named by a foreign
@@ -16,7 +17,10 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
 
 #include "outbox.h"
 #include "outbox_identity.h"
@@ -26,6 +30,10 @@
 PG_FUNCTION_INFO_V1(outbox_route_notify);
 PG_FUNCTION_INFO_V1(outbox_route_remote);
 PG_FUNCTION_INFO_V1(outbox_unroute);
+PG_FUNCTION_INFO_V1(outbox_check_route);
+
+static void obx_check_row(ReturnSetInfo *rsinfo, const char *step, bool ok,
+						  const char *sqlstate, const char *message);
 
 /* outbox.route_notify(topic, channel): deliver topic by pg_notify */
 Datum
@@ -77,4 +85,91 @@ outbox_unroute(PG_FUNCTION_ARGS)
 	if (removed)
 		RoutesChangedAtCommit();
 	PG_RETURN_BOOL(removed);
+}
+
+/*
+ * outbox.check_route(topic): try the topic's route as delivery would,
+ * delivering nothing, and return one row per step (step, ok, sqlstate,
+ * message): 'route', then for a NOTIFY route 'channel', for a remote route
+ * 'server', 'connect' and 'prepare' (outbox_remote_probe.c), up to the
+ * first step that failed.  A topic without a route is an error (42704).
+ * Only the route's creator, a superuser or a member of the extension's
+ * owner may check it (42501 otherwise): the check connects with the
+ * creator's user mapping.  Runs as its caller, as route_remote does, and
+ * reads the route as the extension owner.
+ */
+Datum
+outbox_check_route(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			caller = GetUserId();
+	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
+	char	   *topic_str = text_to_cstring(topic);
+	SavedIdentity save;
+	Oid			owner;
+	List	   *routes;
+	OutboxRoute *route;
+	char	   *caller_name;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	IdentityBecomeExtensionOwner(&save);
+	owner = GetUserId();
+	routes = StoreRouteList(topic);
+	IdentityRestore(&save);
+
+	if (routes == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("topic \"%s\" has no route", topic_str),
+				 errhint("Make one with outbox.route_notify or outbox.route_remote.")));
+	route = linitial(routes);
+
+	caller_name = GetUserNameFromId(caller, false);
+	if (strcmp(caller_name, route->created_by) != 0 &&
+		!superuser_arg(caller) && !has_privs_of_role(caller, owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to check the route of topic \"%s\"",
+						topic_str),
+				 errdetail("Only the role that made the route, a superuser or a member of the extension's owner may check it.")));
+
+	if (!route->remote)
+	{
+		obx_check_row(rsinfo, "route", true, NULL,
+					  psprintf("topic \"%s\" is delivered by NOTIFY", topic_str));
+		obx_check_row(rsinfo, "channel", true, NULL,
+					  psprintf("channel \"%s\"; a NOTIFY route has nothing remote to check",
+							   route->channel));
+		return (Datum) 0;
+	}
+
+	obx_check_row(rsinfo, "route", true, NULL,
+				  psprintf("topic \"%s\" is delivered to server \"%s\", made by role \"%s\"",
+						   topic_str, route->server, route->created_by));
+	foreach(lc, RemoteProbeRoute(route->server, route->created_by,
+								 route->command))
+	{
+		RouteCheckStep *step = lfirst(lc);
+
+		obx_check_row(rsinfo, step->step, step->ok, step->sqlstate,
+					  step->message);
+	}
+	return (Datum) 0;
+}
+
+/* One row of check_route's result. */
+static void
+obx_check_row(ReturnSetInfo *rsinfo, const char *step, bool ok,
+			  const char *sqlstate, const char *message)
+{
+	Datum		values[4];
+	bool		nulls[4] = {false, false, sqlstate == NULL, message == NULL};
+
+	values[0] = CStringGetTextDatum(step);
+	values[1] = BoolGetDatum(ok);
+	values[2] = sqlstate ? CStringGetTextDatum(sqlstate) : (Datum) 0;
+	values[3] = message ? CStringGetTextDatum(message) : (Datum) 0;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }

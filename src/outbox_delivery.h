@@ -57,6 +57,18 @@ extern bool NotifyDeliver(const char *channel, struct ClaimedMessage *m,
 extern void RemoteCheckCommand(const char *command);
 extern void RemoteCheckRoute(const char *server_name, Oid creator);
 
+/* one step of outbox.check_route (outbox_remote_probe.c) */
+typedef struct RouteCheckStep
+{
+	const char *step;			/* "server", "connect", "prepare" */
+	bool		ok;
+	char	   *sqlstate;		/* of a failure; else NULL */
+	char	   *message;
+} RouteCheckStep;
+
+extern List *RemoteProbeRoute(const char *server_name, const char *created_by,
+							  const char *command);
+
 /* one message's delivery to a remote route, which never blocks */
 typedef struct RemoteCall RemoteCall;
 

@@ -316,33 +316,6 @@ RemoteResolve(const char *server_name, Oid userid, RemoteDestination *dest,
 }
 
 /*
- * May a connection be made with these options?  Not if one of them is an
- * option a server-side client may not pass on, nor without a password when
- * one is required (for a route of a non-superuser).  Returns false with the
- * condition in *error.
- */
-bool
-RemoteCheckOptions(const RemoteOptions *options, bool require_password,
-				   OutboxError *error)
-{
-	if (options->unsafe_option != NULL)
-	{
-		OutboxErrorSet(error, ERRCODE_INSUFFICIENT_PRIVILEGE,
-					   "permission denied to set connection option \"%s\"",
-					   options->unsafe_option);
-		return false;
-	}
-	if (require_password && !options->has_password)
-	{
-		OutboxErrorSet(error, ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED,
-					   "password is required");
-		OutboxErrorDetail(error, "Non-superusers must provide a password in the user mapping.");
-		return false;
-	}
-	return true;
-}
-
-/*
  * The server named server_name, if it exists, is of a wrapper we can read
  * and the role may use it (a superuser, or a role with USAGE on it).
  * Otherwise NULL, with the condition in *error.

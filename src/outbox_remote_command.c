@@ -13,9 +13,8 @@
  * million rows holds one of them at a time.
  *
  * A call is a small state machine: connecting (when no cached connection
- * can carry it), running (the command sent, its results awaited), and
- * cancelling (the deadline passed: a cancel request sent, a short grace
- * for the results).  RemoteCallStart resolves the destination (in a
+ * can carry it), then running (the command sent, its results awaited),
+ * until every result is in or the deadline passes.  RemoteCallStart resolves the destination (in a
  * transaction, for the catalogs) and takes the first steps; then each
  * RemoteCallStep goes as far as it can with what the socket has, and
  * RemoteCallSocket says what to wait for next.  The worker waits for many
@@ -32,11 +31,21 @@
  * interrupts (query cancel, terminate) and local resource exhaustion raise
  * errors, and the connection is never leaked on that path.
  *
+ * A command still running at its deadline is not cancelled: libpq 15's
+ * PQcancel opens a connection of its own and waits for the server to close
+ * it, which blocks for as long as the network lets it (minutes of SYN
+ * retries towards an address that drops packets, for ever towards a peer
+ * that accepts and never answers), and the worker's loop must never block.
+ * The connection is closed instead.  The remote server ends the statement
+ * when it notices that its client is gone: at once if it runs with
+ * client_connection_check_interval, which remote servers of routes should
+ * set; otherwise the statement runs to its end and may still commit, and
+ * the message, failed here, is delivered again later (at least once).
+ *
  * Glossary:
  *	outcome		how a call ended: delivered (the command committed), failed
  *				(the server said no, or this side refused the call), or
  *				unreachable
- *	grace		how long a cancelled command has to end
  *
  *-------------------------------------------------------------------------
  */
@@ -52,8 +61,6 @@
 #include "outbox_delivery.h"
 #include "outbox_remote_int.h"
 
-#define OBX_CANCEL_WAIT_MS		250		/* grace for a cancelled command to end */
-
 /*
  * libpq grows a connection's buffers to its largest message and never
  * shrinks them; a connection that carried a message larger than this is
@@ -66,7 +73,6 @@ typedef enum ObxPhase
 {
 	OBX_CONNECTING,				/* a connection attempt is under way */
 	OBX_RUNNING,				/* the command is sent; results awaited */
-	OBX_CANCELLING,				/* past the deadline: cancelled, in its grace */
 	OBX_ENDED					/* the outcome is known */
 } ObxPhase;
 
@@ -97,16 +103,16 @@ struct RemoteCall
 	const char *topic;
 	TimestampTz start;
 	TimestampTz deadline;
+	bool		prepare_only;	/* a check: prepare the command, run nothing */
 
 	/* how far it has come */
 	ObxPhase	phase;
+	RemoteCallStage stage;		/* the step it has reached */
 	RemoteConn *entry;			/* held until the call ends */
 	bool		reused;			/* on a cached connection, not yet proven */
 	bool		retried;		/* a second connection was made */
 	bool		flushed;		/* the command has left libpq's buffer */
 	bool		input_failed;	/* reading the socket failed */
-	long		elapsed_ms;		/* when the deadline passed */
-	TimestampTz grace_end;		/* end of the cancelled command's grace */
 	ObxResults	results;
 
 	/* how it ended */
@@ -114,6 +120,10 @@ struct RemoteCall
 	OutboxError error;
 };
 
+static RemoteCall *obx_start(const char *server_name, Oid userid,
+							 bool require_password, const char *command,
+							 const char *envelope, const char *topic,
+							 TimestampTz deadline, bool prepare_only);
 static void obx_open(RemoteCall *call);
 static void obx_connect(RemoteCall *call);
 static void obx_connecting(RemoteCall *call, int ready);
@@ -148,8 +158,44 @@ RemoteCallStart(const char *server_name, Oid userid, bool require_password,
 				const char *command, const char *envelope, const char *topic,
 				TimestampTz deadline)
 {
+	return obx_start(server_name, userid, require_password, command,
+					 envelope, topic, deadline, false);
+}
+
+/*
+ * Start a check of a route's command (outbox.check_route): as a delivery
+ * starts, but always on a new connection, and the command is only
+ * prepared remotely, as an unnamed statement with the parameter types of a
+ * delivery, never run.  An unnamed statement lives until the next one on
+ * the connection, so a pooler in transaction mode serves it too.  Wait for
+ * it with RemoteCallWait; RemoteCallStageOf says which step it ended in.
+ * The connection is closed when the check ends.
+ */
+RemoteCall *
+RemoteProbeStart(const char *server_name, Oid userid, bool require_password,
+				 const char *command, TimestampTz deadline)
+{
+	return obx_start(server_name, userid, require_password, command,
+					 NULL, NULL, deadline, true);
+}
+
+/* The step the call has reached, or ended in. */
+RemoteCallStage
+RemoteCallStageOf(RemoteCall *call)
+{
+	return call->stage;
+}
+
+/* RemoteCallStart and RemoteProbeStart */
+static RemoteCall *
+obx_start(const char *server_name, Oid userid, bool require_password,
+		  const char *command, const char *envelope, const char *topic,
+		  TimestampTz deadline, bool prepare_only)
+{
 	RemoteCall *call = palloc0(sizeof(RemoteCall));
 
+	call->prepare_only = prepare_only;
+	call->stage = REMOTE_STAGE_SERVER;
 	call->require_password = require_password;
 	call->command = command;
 	call->envelope = envelope;
@@ -178,6 +224,8 @@ RemoteCallStart(const char *server_name, Oid userid, bool require_password,
 	call->entry = RemoteConnTake(&call->dest);
 	PG_TRY();
 	{
+		if (call->prepare_only)
+			RemoteConnClose(call->entry);	/* a check connects anew */
 		obx_open(call);
 	}
 	PG_CATCH();
@@ -206,11 +254,11 @@ RemoteCallSocket(RemoteCall *call, pgsocket *sock)
 	return WL_SOCKET_READABLE | (call->flushed ? 0 : WL_SOCKET_WRITEABLE);
 }
 
-/* When the call's current wait runs out: its deadline, or its grace. */
+/* When the call's wait runs out: its deadline. */
 TimestampTz
 RemoteCallDeadline(RemoteCall *call)
 {
-	return call->phase == OBX_CANCELLING ? call->grace_end : call->deadline;
+	return call->deadline;
 }
 
 /*
@@ -226,7 +274,6 @@ RemoteCallStep(RemoteCall *call, int ready)
 			obx_connecting(call, ready);
 			break;
 		case OBX_RUNNING:
-		case OBX_CANCELLING:
 			obx_running(call, ready);
 			break;
 		case OBX_ENDED:
@@ -237,7 +284,7 @@ RemoteCallStep(RemoteCall *call, int ready)
 /*
  * Wait for the call to end, on the latch and the call's socket, serving
  * interrupts: the backend's way, one call at a time.  An error (an
- * interrupt) abandons the call, cancelling its command, and goes on.
+ * interrupt) abandons the call, closing its connection, and goes on.
  */
 void
 RemoteCallWait(RemoteCall *call)
@@ -275,8 +322,9 @@ RemoteCallOutcome(RemoteCall *call, const OutboxError **error)
 }
 
 /*
- * Give up a call after an error: its command is cancelled and its
- * connection closed.  Safe on a call that has ended.
+ * Give up a call after an error: its connection is closed (see the header
+ * comment for what becomes of a command still running).  Safe on a call
+ * that has ended.
  */
 void
 RemoteCallAbandon(RemoteCall *call)
@@ -319,6 +367,7 @@ static void
 obx_connect(RemoteCall *call)
 {
 	call->reused = false;
+	call->stage = REMOTE_STAGE_CONNECT;
 	if (!RemoteConnBegin(call->entry, &call->dest, call->require_password,
 						 call->start, call->deadline, &call->error))
 	{
@@ -362,11 +411,12 @@ obx_send(RemoteCall *call)
 	values[0] = call->envelope;
 	values[1] = call->topic;
 	call->phase = OBX_RUNNING;
+	call->stage = REMOTE_STAGE_COMMAND;
 	call->flushed = false;
 	call->input_failed = false;
 	call->results.ok = false;
 	OutboxErrorClear(&call->results.error);
-	call->results.largest = strlen(call->envelope);
+	call->results.largest = call->envelope ? strlen(call->envelope) : 0;
 
 	if (GetCurrentTimestamp() >= call->deadline)
 	{
@@ -376,22 +426,24 @@ obx_send(RemoteCall *call)
 		return;
 	}
 
-	if (!PQsendQueryParams(conn, call->command, 2, types, values, NULL, NULL, 0))
+	if (call->prepare_only ?
+		!PQsendPrepare(conn, "", call->command, 2, types) :
+		!PQsendQueryParams(conn, call->command, 2, types, values, NULL, NULL, 0))
 	{
 		RemoteCommandConnectionError(conn, call->dest.servername, &call->error);
 		obx_broken(call, false);
 		return;
 	}
 	call->entry->busy = true;
-	if (!PQsetSingleRowMode(conn))
+	if (!call->prepare_only && !PQsetSingleRowMode(conn))
 		elog(DEBUG1, "could not set single-row mode on the connection to server \"%s\"",
 			 call->dest.servername);
 	obx_running(call, 0);
 }
 
 /*
- * A step of a running (or cancelled) command: read what has arrived, and
- * end the call when every result is in or its time is up.
+ * A step of a running command: read what has arrived, and end the call
+ * when every result is in or its time is up.
  */
 static void
 obx_running(RemoteCall *call, int ready)
@@ -405,27 +457,15 @@ obx_running(RemoteCall *call, int ready)
 }
 
 /*
- * The command's deadline (or, once cancelled, its grace) has passed.  If
- * the command ends before the cancel reaches it, it has committed and the
- * message is delivered; otherwise the cancel keeps it from committing
- * later, unseen.  The connection goes either way.
+ * The command's deadline has passed: the connection is closed rather than
+ * the command cancelled (see the header comment), and the message failed.
  */
 static void
 obx_timed_out(RemoteCall *call)
 {
-	if (call->phase == OBX_RUNNING)
-	{
-		call->elapsed_ms = RemoteElapsedMs(call->start);
-		RemoteCancel(call->entry->conn, call->dest.servername, true);
-		call->grace_end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													  OBX_CANCEL_WAIT_MS);
-		call->phase = OBX_CANCELLING;
-		return;
-	}
-
 	call->entry->busy = false;
 	RemoteCommandTimedOut(&call->error, call->dest.servername,
-						  call->elapsed_ms);
+						  RemoteElapsedMs(call->start));
 	RemoteConnClose(call->entry);
 	obx_end(call, REMOTE_UNREACHABLE);
 }
@@ -437,18 +477,6 @@ obx_finished(RemoteCall *call, ObxWaitStatus status)
 	PGconn	   *conn = call->entry->conn;
 
 	call->entry->busy = false;
-	if (call->phase == OBX_CANCELLING)
-	{
-		bool		ok = (status == OBX_WAIT_DONE && call->results.ok);
-
-		if (!ok)
-			RemoteCommandTimedOut(&call->error, call->dest.servername,
-								  call->elapsed_ms);
-		RemoteConnClose(call->entry);
-		obx_end(call, ok ? REMOTE_DELIVERED : REMOTE_UNREACHABLE);
-		return;
-	}
-
 	if (status == OBX_WAIT_BROKEN)
 	{
 		bool		answered = OutboxErrorIsSet(&call->results.error);
@@ -521,7 +549,8 @@ obx_end(RemoteCall *call, RemoteOutcome outcome)
 	if (call->entry != NULL)
 	{
 		call->entry->busy = false;
-		if (call->results.largest > OBX_KEEP_BUFFER_BYTES)
+		/* a check keeps no connection open in the session that ran it */
+		if (call->results.largest > OBX_KEEP_BUFFER_BYTES || call->prepare_only)
 			RemoteConnClose(call->entry);
 		RemoteConnRelease(call->entry);
 	}

@@ -1,20 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_remote_conn.c
- *		Connections to remote servers: their libpq options, the cache of
- *		connections per (server, delivering role), connecting without
- *		blocking, waiting by a deadline, cancelling, and closing.
+ *		Connections to remote servers: the cache of connections per
+ *		(server, delivering role), connecting without blocking, waiting by
+ *		a deadline, and closing.
  *
- * The server gives the connection options and the user mapping of the
- * delivering role the credentials; nothing about the connection is stored
- * in the outbox's own tables.  Connections are cached for the life of the
+ * The options come from outbox_remote_options.c; nothing about the
+ * connection is stored in the outbox's own tables.  Connections are cached for the life of the
  * backend, dropped after a failure, and invalidated when the server or the
  * user mapping changes (only marked by the syscache callback; the next
  * delivery reconnects).  Each connection holds one external FD in fd.c's
  * budget, and carries one call at a time: the worker's calls of different
  * routes to one server each take a connection of their own.
  *
- * Connecting never blocks (but for a host name lookup): RemoteConnBegin
+ * Connecting never blocks, but for a host name lookup: libpq resolves a
+ * "host" given by name inside PQconnectStartParams, blocking; routes whose
+ * server gives "hostaddr" (or a host that is an address) resolve nothing,
+ * and outbox.check_route says so.  RemoteConnBegin
  * starts it, RemoteConnContinue takes it a step further each time the
  * socket is ready, until it is made or its deadline passes (PQconnectPoll
  * ignores connect_timeout).  The worker waits for many connections at once
@@ -33,8 +35,6 @@
  */
 #include "postgres.h"
 
-#include "commands/defrem.h"
-#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
@@ -49,16 +49,10 @@
 #include "outbox_compat.h"
 #include "outbox_remote_int.h"
 
-#define OBX_APPLICATION_NAME	"krizaka_outbox"
-
 static MemoryContext ObxRemoteContext = NULL;
 static HTAB *ObxConnections = NULL;
-static PQconninfoOption *ObxLibpqOptions = NULL;	/* from PQconndefaults */
 static bool obx_latch_consumed = false;
 
-static bool obx_is_libpq_option(const char *keyword);
-static void obx_add_option(RemoteOptions *options, const char *keyword,
-						   const char *value);
 static void obx_cache_init(void);
 static bool obx_scan_begin(HASH_SEQ_STATUS *scan);
 static RemoteConnProgress obx_connect_established(RemoteConn *entry,
@@ -72,140 +66,6 @@ static void obx_connect_failed(OutboxError *error, const char *servername,
 static void obx_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void obx_notice_receiver(void *arg, const PGresult *res);
 static void obx_close_all(int code, Datum arg);
-
-/* ---------------------------------------------------------------------
- * Connection options
- * ---------------------------------------------------------------------
- */
-
-/*
- * Is keyword a libpq connection option that a server or user mapping may
- * set?  Wrapper options that are not libpq's (postgres_fdw's fetch_size,
- * use_remote_estimate, ...) are skipped, and so are libpq's debug options
- * and the two set on every connection here.
- */
-static bool
-obx_is_libpq_option(const char *keyword)
-{
-	PQconninfoOption *opt;
-
-	if (ObxLibpqOptions == NULL)
-	{
-		ObxLibpqOptions = PQconndefaults();
-		if (ObxLibpqOptions == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory"),
-					 errdetail("Could not get the libpq default connection options.")));
-	}
-
-	if (strcmp(keyword, "client_encoding") == 0 ||
-		strcmp(keyword, "fallback_application_name") == 0)
-		return false;
-
-	for (opt = ObxLibpqOptions; opt->keyword != NULL; opt++)
-	{
-		if (strcmp(opt->keyword, keyword) == 0)
-			return strchr(opt->dispchar, 'D') == NULL;
-	}
-	return false;
-}
-
-/* Append one option, keeping both arrays NULL-terminated. */
-static void
-obx_add_option(RemoteOptions *options, const char *keyword, const char *value)
-{
-	options->keywords[options->count] = keyword;
-	options->values[options->count] = value;
-	options->count++;
-	options->keywords[options->count] = NULL;
-	options->values[options->count] = NULL;
-}
-
-/*
- * Build the libpq options of a connection: the server's, then the user
- * mapping's (later ones win in libpq), then application_name unless one is
- * given, fallback_application_name and client_encoding = the database's
- * encoding, so that the envelope and the remote messages need no
- * conversion here.  Notes whether a password is among them and which
- * option, if any, a server-side client may not pass on.
- */
-void
-RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
-				   RemoteOptions *options)
-{
-	List	   *lists[2];
-	const char *startup = NULL; /* the "options" of the server or mapping */
-	bool		have_appname = false;
-	int			n;
-	int			i;
-
-	lists[0] = server->options;
-	lists[1] = mapping != NULL ? mapping->options : NIL;
-	n = list_length(lists[0]) + list_length(lists[1]) + 4;
-
-	options->keywords = palloc((n + 1) * sizeof(char *));
-	options->values = palloc((n + 1) * sizeof(char *));
-	options->count = 0;
-	options->keywords[0] = NULL;
-	options->values[0] = NULL;
-	options->has_password = false;
-	options->unsafe_option = NULL;
-
-	for (i = 0; i < 2; i++)
-	{
-		ListCell   *lc;
-
-		foreach(lc, lists[i])
-		{
-			DefElem    *def = (DefElem *) lfirst(lc);
-			const char *value = defGetString(def);
-
-			if (!obx_is_libpq_option(def->defname))
-				continue;
-			if (strcmp(def->defname, "password") == 0 && value[0] != '\0')
-				options->has_password = true;
-			if (strcmp(def->defname, "application_name") == 0)
-				have_appname = true;
-			if (strcmp(def->defname, "options") == 0)
-			{
-				startup = value;	/* the mapping's wins, as in libpq */
-				continue;
-			}
-			obx_add_option(options, def->defname, value);
-		}
-	}
-
-	if (!have_appname)
-		obx_add_option(options, "application_name", OBX_APPLICATION_NAME);
-	obx_add_option(options, "fallback_application_name", OBX_APPLICATION_NAME);
-	obx_add_option(options, "client_encoding", GetDatabaseEncodingName());
-
-	for (i = 0; i < options->count; i++)
-	{
-		if (!ObxProxyOptionAllowed(options->keywords[i]))
-		{
-			options->unsafe_option = options->keywords[i];
-			break;
-		}
-	}
-	if (startup != NULL && options->unsafe_option == NULL &&
-		!ObxProxyOptionAllowed("options"))
-		options->unsafe_option = "options";
-
-	/*
-	 * Pin the remote session's search_path, as postgres_fdw does: the
-	 * route's command runs with pg_catalog only, whatever the remote role's
-	 * or database's settings say, so no object of a schema someone else can
-	 * write there is picked up by an unqualified name.  Commands name their
-	 * tables with their schema.  Set last, after the server's and the
-	 * mapping's own startup options, so that it wins.
-	 */
-	obx_add_option(options, "options",
-				   psprintf("%s%s-c search_path=pg_catalog",
-							startup != NULL ? startup : "",
-							startup != NULL ? " " : ""));
-}
 
 /* ---------------------------------------------------------------------
  * The connection cache
@@ -242,8 +102,8 @@ obx_cache_init(void)
 
 	/*
 	 * A FATAL exit (terminate, postmaster death) leaves by proc_exit, not
-	 * through the delivery's PG_CATCH: cancel a command still running
-	 * remotely there, or it would go on and maybe commit after we are gone.
+	 * through the delivery's PG_CATCH: close the connections there, so that
+	 * a command still running remotely sees its client gone.
 	 */
 	on_proc_exit(obx_close_all, (Datum) 0);
 
@@ -401,8 +261,8 @@ obx_notice_receiver(void *arg, const PGresult *res)
 }
 
 /*
- * proc_exit callback: close every cached connection, cancelling a command
- * still running.  Safe when nothing is cached.
+ * proc_exit callback: close every cached connection.  Safe when nothing is
+ * cached.
  */
 static void
 obx_close_all(int code, Datum arg)
@@ -592,20 +452,20 @@ RemoteConnClose(RemoteConn *entry)
 }
 
 /*
- * Drop a connection left behind by an error, cancelling its command first,
- * and give the entry back.
+ * Drop a connection left behind by an error, and give the entry back.  A
+ * command still running is not cancelled (a cancel request may block; see
+ * outbox_remote_command.c): the remote server ends it when it sees the
+ * connection gone.
  */
 void
 RemoteConnAbandon(RemoteConn *entry)
 {
-	if (entry->conn != NULL && entry->busy)
-		RemoteCancel(entry->conn, NameStr(entry->servername), false);
 	RemoteConnClose(entry);
 	RemoteConnRelease(entry);
 }
 
 /* ---------------------------------------------------------------------
- * Waiting and cancelling
+ * Waiting
  * ---------------------------------------------------------------------
  */
 
@@ -659,30 +519,4 @@ RemoteWait(PGconn *conn, int events, TimestampTz deadline)
 		CHECK_FOR_INTERRUPTS();
 	}
 	return rc;
-}
-
-/*
- * Ask the remote server to cancel the running command.  Best effort: the
- * caller drops the connection anyway.  PQcancel opens a connection of its
- * own to the address that answered moments ago; libpq 15 has no
- * nonblocking form of it.
- */
-void
-RemoteCancel(PGconn *conn, const char *servername, bool report)
-{
-	PGcancel   *cancel = PQgetCancel(conn);
-	char		errbuf[256];
-	bool		sent;
-
-	if (cancel == NULL)
-		return;
-	sent = PQcancel(cancel, errbuf, sizeof(errbuf));
-	PQfreeCancel(cancel);
-
-	if (!sent && report)
-		ereport(WARNING,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not send cancel request to server \"%s\"",
-						servername),
-				 errdetail_internal("%s", errbuf)));
 }

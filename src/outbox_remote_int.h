@@ -8,12 +8,14 @@
  *	outbox_remote_check.c	the checks of a route's command and server, at
  *							route creation (raised) and at each delivery
  *							(kept)
- *	outbox_remote_conn.c	connection options, the connection cache,
- *							connecting without blocking, waiting by a
- *							deadline, cancel
+ *	outbox_remote_options.c	libpq options from a server and a user mapping,
+ *							and whether they may be used
+ *	outbox_remote_conn.c	the connection cache, connecting without
+ *							blocking, waiting by a deadline, closing
  *	outbox_remote_command.c	a RemoteCall: the delivery of one message as a
  *							state machine that never blocks, and reading
  *							its outcome
+ *	outbox_remote_probe.c	check_route's steps: server, connect, prepare
  *	outbox_remote_errors.c	the conditions a command ends with: timeout,
  *							remote error, lost connection
  *
@@ -27,6 +29,7 @@
 #include "libpq-fe.h"
 #include "utils/timestamp.h"
 
+#include "outbox_delivery.h"
 #include "outbox_error.h"
 
 /* libpq connection options built from a server and a user mapping */
@@ -98,12 +101,14 @@ typedef enum RemoteConnProgress
 /* outbox_remote_check.c */
 extern bool RemoteResolve(const char *server_name, Oid userid,
 						  RemoteDestination *dest, OutboxError *error);
+
+/* outbox_remote_options.c */
+extern void RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
+							   RemoteOptions *options);
 extern bool RemoteCheckOptions(const RemoteOptions *options,
 							   bool require_password, OutboxError *error);
 
 /* outbox_remote_conn.c */
-extern void RemoteBuildOptions(ForeignServer *server, UserMapping *mapping,
-							   RemoteOptions *options);
 extern RemoteConn *RemoteConnTake(RemoteDestination *dest);
 extern void RemoteConnRelease(RemoteConn *entry);
 extern bool RemoteConnUsable(RemoteConn *entry, RemoteDestination *dest,
@@ -124,7 +129,19 @@ extern void RemoteCloseInvalidated(void);
 extern void RemoteWaitsBegin(void);
 extern void RemoteWaitsEnd(void);
 extern int	RemoteWait(PGconn *conn, int events, TimestampTz deadline);
-extern void RemoteCancel(PGconn *conn, const char *servername, bool report);
+
+/* the step a remote call has reached (outbox_remote_command.c) */
+typedef enum RemoteCallStage
+{
+	REMOTE_STAGE_SERVER,		/* resolving the server and user mapping */
+	REMOTE_STAGE_CONNECT,		/* connecting */
+	REMOTE_STAGE_COMMAND		/* sending the command, awaiting its results */
+} RemoteCallStage;
+
+extern RemoteCall *RemoteProbeStart(const char *server_name, Oid userid,
+									bool require_password, const char *command,
+									TimestampTz deadline);
+extern RemoteCallStage RemoteCallStageOf(RemoteCall *call);
 
 /* the conditions a remote command ends with (outbox_remote_errors.c) */
 extern void RemoteCommandTimedOut(OutboxError *error, const char *servername,

@@ -46,6 +46,10 @@ SELECT outbox.route_remote('audit', 'inbox', 'INSERT INTO audit_log (body) VALUE
 TABLE outbox.routes;
 SQL
 
+say "check_route tries a route as delivery would, delivering nothing: credits is ready, audit's table is missing"
+sql -d demo -c "SELECT * FROM outbox.check_route('credits')"
+sql -d demo -c "SELECT * FROM outbox.check_route('audit')"
+
 say "A listener on channel live_events"
 listen_out=$(mktemp)
 psql -X -q -d demo -c 'LISTEN live_events' -c 'SELECT pg_sleep(4)' >"$listen_out" 2>&1 &

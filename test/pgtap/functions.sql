@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(268);
+SELECT plan(282);
 
 CREATE TEMP TABLE fn (
     name name,
@@ -70,6 +70,9 @@ INSERT INTO fn VALUES
     ('unroute', '{text}',
      'topic text',
      'boolean', true, true, 'volatile', 'u', 1),
+    ('check_route', '{text}',
+     'topic text',
+     'setof record', false, true, 'volatile', 'u', 1),
     ('drain_once', '{text}',
      'topic text DEFAULT NULL::text',
      'integer', false, true, 'volatile', 'u', 0),
@@ -94,7 +97,7 @@ SELECT function_returns('outbox', name, args, returns, format('outbox.%s returns
 
 -- SECURITY DEFINER with search_path = pg_catalog, pg_temp exactly where the
 -- tables are touched; envelope and worker_status run as the caller, and so do
--- route_remote and drain_once, which need the caller's identity for the
+-- route_remote, check_route and drain_once, which need the caller's identity for the
 -- remote connection (they keep the fixed search_path); append switches to
 -- its owner and pins search_path in its C code (sql/append_identity.sql)
 SELECT CASE WHEN definer

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(196);
+SELECT plan(202);
 
 --
 -- nothing for PUBLIC: not the schema, not the tables, not one function
@@ -61,6 +61,7 @@ GRANT EXECUTE ON FUNCTION outbox.claim(text, text, integer, integer),
       TO outbox_test_worker;
 GRANT EXECUTE ON FUNCTION outbox.route_notify(text, text),
                           outbox.route_remote(text, name, text),
+                          outbox.check_route(text),
                           outbox.unroute(text),
                           outbox.retry_dead(uuid),
                           outbox.retry_dead_topic(text),
@@ -104,6 +105,7 @@ INSERT INTO recipe VALUES
     ('envelope_by_id', '{uuid}', 'outbox_test_worker'),
     ('route_notify', '{text,text}', 'outbox_test_operator'),
     ('route_remote', '{text,name,text}', 'outbox_test_operator'),
+    ('check_route', '{text}', 'outbox_test_operator'),
     ('unroute', '{text}', 'outbox_test_operator'),
     ('retry_dead', '{uuid}', 'outbox_test_operator'),
     ('retry_dead_topic', '{text}', 'outbox_test_operator'),
@@ -234,6 +236,7 @@ SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), 'ok', 'operator: ' ||
                ('route_remote', $$SELECT outbox.route_remote('ops_remote', 'outbox_test_server', 'SELECT $1')$$),
                ('read outbox.routes', $$SELECT count(*) FROM outbox.routes$$),
                ('read outbox.topic_stats', $$SELECT count(*) FROM outbox.topic_stats$$),
+               ('check_route', $$SELECT * FROM outbox.check_route('ops')$$),
                ('drain_once', $$SELECT outbox.drain_once('ops')$$),
                ('unroute', $$SELECT outbox.unroute('ops_remote')$$)) AS v(what, stmt);
 SELECT results_eq($$SELECT topic, target, created_by FROM outbox.routes ORDER BY topic$$,

@@ -3,7 +3,8 @@
 # default the bootstrap superuser, or the caller of drain_once).  An operator
 # whose own mapping is harmless cannot borrow the worker's superuser mapping
 # to become a superuser; the creator's USAGE, mapping and existence are
-# checked again at each delivery; the remote session's search_path is pinned.
+# checked again at each delivery; the remote session runs with the remote
+# role's own settings (its search_path), as dblink_exec would.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -59,8 +60,8 @@ $node->safe_psql('app', q{SELECT outbox.route_remote('who', 'far',
 $node->safe_psql('app', q{SELECT outbox.append('who', 'evt.who.v1', '{}', '01890a5d-ac96-774b-bcce-b30209970001')},
 	connstr => $op);
 ok(wait_for($far, 'inbox', q{SELECT count(*) FROM seen}, '1', 30), 'the worker delivered the route');
-is($far->safe_psql('inbox', q{SELECT who || ' ' || path FROM seen}), 'op_remote pg_catalog',
-	"the worker delivered with the creator's mapping, search_path pinned");
+is($far->safe_psql('inbox', q{SELECT who || ' ' || path FROM seen}), 'op_remote sneaky, public',
+	"the worker delivered with the creator's mapping and its remote role's own search_path");
 $node->safe_psql('app', q{SELECT outbox.unroute('who')});
 $node->safe_psql('app', q{SELECT outbox.route_remote('who_drain', 'far',
 	'INSERT INTO public.seen (id, who, path) VALUES (($1->>''id'')::uuid, current_user, current_setting(''search_path''))')},

@@ -116,6 +116,7 @@ $node->safe_psql('postgres', q{
 	CREATE ROLE k_login LOGIN;
 	CREATE ROLE o_login LOGIN;
 	CREATE ROLE l_login LOGIN;
+	CREATE ROLE c_login LOGIN;
 	CREATE ROLE nobody LOGIN;
 	CREATE ROLE sp_user LOGIN;
 	CREATE ROLE bgw LOGIN;
@@ -202,19 +203,19 @@ is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 
 	'the owner of the database cannot become a superuser through the extension');
 $node->safe_psql('postgres', 'ALTER ROLE mallory NOSUPERUSER; DROP DATABASE owned');
 
-# --- 3. the README's recipe, as written, by the non-superuser database owner ---
+# --- 3. the recipe of docs/security.md, as written, by the non-superuser database owner ---
 
-my $readme_path = dirname(__FILE__) . '/../../README.md';
+my $readme_path = dirname(__FILE__) . '/../../docs/security.md';
 open my $readme_fh, '<', $readme_path or die "$readme_path: $!";
 my $readme = do { local $/; <$readme_fh> };
 close $readme_fh;
-my ($security) = $readme =~ /^## Security\n(.*?)^## /ms;
+my ($security) = $readme =~ /^# Security\n(.*?)(?:^#{1,2} |\z)/ms;
 my ($recipe) = ($security // '') =~ /```sql\n(.*?)```/s;
-ok(defined $recipe, 'the README has a GRANT recipe under "Security"');
+ok(defined $recipe, 'docs/security.md has a GRANT recipe');
 $recipe //= '';
 
 my ($rrc, $rout, $rerr) = run_as('app_owner', 'app', $recipe);
-is($rerr, '', 'the README recipe runs as written by the database owner (a role with CREATEROLE)');
+is($rerr, '', 'the recipe runs as written by the database owner (a role with CREATEROLE)');
 
 # Whatever the recipe missed, so that the rest can go on: the listener role
 # and its grant.  Nothing else is added.
@@ -230,7 +231,8 @@ safe_as('app_owner', 'app', q{
 	GRANT outbox_worker TO k_login;
 	GRANT outbox_operator TO o_login;
 	GRANT outbox_listener TO l_login;
-	GRANT outbox_writer, outbox_worker, outbox_operator, outbox_listener TO sp_user;
+	GRANT outbox_consumer TO c_login;
+	GRANT outbox_writer, outbox_consumer, outbox_worker, outbox_operator, outbox_listener TO sp_user;
 });
 
 # --- 4. each role can do its part and nothing more -----------------------------
@@ -262,8 +264,8 @@ my %part = (
 	writer => {
 		append => q{SELECT outbox.append('sec', 'evt.sec.v1', '{"secret": "s1"}')},
 		append_batch => q{SELECT outbox.append_batch('sec', 'evt.sec.v1', ARRAY['{"secret": "s2"}']::jsonb[])},
-		consume_once => qq{SELECT outbox.consume_once('c', '$id')},
 	},
+	consumer => { consume_once => qq{SELECT outbox.consume_once('c', '$id')}, },
 	worker => {
 		claim => q{SELECT outbox.envelope(c) FROM outbox.claim('k', 'nothing_due') c},
 		extend => qq{SELECT outbox.extend('$id', 'k', 30)},
@@ -287,8 +289,8 @@ my %part = (
 	},
 	listener => { envelope_by_id => qq{SELECT outbox.envelope_by_id('$id')}, },
 	nobody => {},);
-my %login = (writer => 'app', worker => 'k_login', operator => 'o_login', listener => 'l_login', nobody => 'nobody');
-my @roles = qw(writer worker operator listener nobody);
+my %login = (writer => 'app', consumer => 'c_login', worker => 'k_login', operator => 'o_login', listener => 'l_login', nobody => 'nobody');
+my @roles = qw(writer consumer worker operator listener nobody);
 
 # Everything of the extension, found in the catalogs so that a new function
 # or relation is covered as it comes: each is called (with NULL arguments)

@@ -61,6 +61,7 @@
 #include "utils/timestamp.h"
 
 #include "outbox.h"
+#include "outbox_compat.h"
 #include "outbox_shmem.h"
 #include "outbox_worker.h"
 
@@ -94,7 +95,7 @@ static void obx_sigterm(SIGNAL_ARGS);
 static void obx_exit_if_asked(int code);
 static void obx_worker_xact_callback(XactEvent event, void *arg);
 static void obx_worker_detach(int code, Datum arg);
-static void obx_worker_loop(void) pg_attribute_noreturn();
+static ObxNoreturn void obx_worker_loop(void);
 static bool obx_extension_installed(void);
 static long obx_worker_sleep_ms(bool ran, TimestampTz next_wake, int64 done);
 static void obx_worker_log_hook(ErrorData *edata);

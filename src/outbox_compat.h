@@ -19,16 +19,23 @@
 
 #include <ctype.h>
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
 #include "access/tupdesc.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_foreign_server.h"
 #include "miscadmin.h"
 #include "nodes/nodes.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
 #if PG_VERSION_NUM >= 160000
 #include "varatt.h"				/* VARDATA and the like, no longer in postgres.h */
 #endif
@@ -180,5 +187,34 @@ ObxXLogInsertEnd(void)
 	return ptr;
 }
 #endif
+
+/*
+ * The OID of an installed extension, or InvalidOid, read from pg_extension
+ * itself.  From 18 get_extension_oid() answers from the system cache, and a
+ * process woken by another transaction's commit callback runs before that
+ * transaction has sent its invalidations: a committed DROP EXTENSION could
+ * still look installed there.  A scan of the catalog takes a new snapshot,
+ * which sees the commit, as get_extension_oid() itself did up to 17.
+ */
+static inline Oid
+ObxExtensionOid(const char *extname)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Oid			result = InvalidOid;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum(extname));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+		result = ((Form_pg_extension) GETSTRUCT(tuple))->oid;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return result;
+}
 
 #endif							/* OUTBOX_COMPAT_H */

@@ -402,7 +402,7 @@ obx_extension_installed(void)
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	installed = OidIsValid(get_extension_oid(OUTBOX_EXTENSION_NAME, true));
+	installed = OidIsValid(ObxExtensionOid(OUTBOX_EXTENSION_NAME));
 	CommitTransactionCommand();
 
 	return installed;

@@ -5,21 +5,52 @@
  *		version or minor release, kept in one place.
  *
  * This is the only place that tests PG_VERSION_NUM, and it carries the
- * includes those tests need.  The extension is built for PostgreSQL 15; a
- * module built against one minor release must still load into an older one,
- * so nothing may reference a symbol that only later minor releases export,
- * except weakly (see ObxProxyOptionAllowed): the module needs no minimum
- * minor release.
+ * includes those tests need.  The extension builds for PostgreSQL 15 and
+ * later majors (tested on 15 and 18; the 16 and 17 branches follow those
+ * releases' documented API).  A module built against one minor release
+ * must still load into an older one, so nothing may reference a symbol that
+ * only later minor releases export, except weakly (see
+ * ObxProxyOptionAllowed): the module needs no minimum minor release.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef OUTBOX_COMPAT_H
 #define OUTBOX_COMPAT_H
 
+#include <ctype.h>
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tupdesc.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_foreign_server.h"
+#include "miscadmin.h"
+#include "nodes/nodes.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"				/* VARDATA and the like, no longer in postgres.h */
+#endif
+
+/*
+ * A function that does not return: written before the declaration, as
+ * 18's pg_noreturn is (15 to 17 have pg_attribute_noreturn(), written
+ * after it; the compilers that build PostgreSQL accept the attribute in
+ * front as well).
+ */
+#ifdef pg_noreturn
+#define ObxNoreturn pg_noreturn
+#else
+#define ObxNoreturn pg_attribute_noreturn()
+#endif
 
 /*
  * A database left half-dropped by an interrupted DROP DATABASE (15.4 and
@@ -42,33 +73,94 @@
 	pg_database_ownercheck((dboid), (roleid))
 #endif
 
+/* Whether a role has a privilege on a foreign server */
+#if PG_VERSION_NUM >= 160000
+#define ObxForeignServerAclcheck(serverid, roleid, mode) \
+	object_aclcheck(ForeignServerRelationId, (serverid), (roleid), (mode))
+#else
+#define ObxForeignServerAclcheck(serverid, roleid, mode) \
+	pg_foreign_server_aclcheck((serverid), (roleid), (mode))
+#endif
+
 /*
  * Whether a server-side libpq client may pass a connection option on a
- * user's behalf.  libpqsrv_is_valid_proxy_option() came with 15.20
- * (libpq/libpq-be-fe-helpers.h says which options are blessed; the list may
- * change in minor releases).  It is referenced weakly: a hard reference from
- * a module built against 15.20 headers would make the module fail to load
- * ("undefined symbol") into a 15.19 or older server.  With the weak
- * reference its address is NULL on such a server, and the behaviour of a
- * build against older headers applies: any non-debug libpq option of the
- * server and user mapping passes, as the foreign-data wrappers' own
- * validators already restrict them.
+ * user's behalf.  libpqsrv_is_valid_proxy_option() came in a minor release
+ * (15.20; 18.6 does not have it), so neither the major nor the minor
+ * version of the headers says whether the server has it: it is declared
+ * here and referenced weakly, whatever the headers say.  A hard reference
+ * from a module built against headers that have it would make the module
+ * fail to load ("undefined symbol") into a server of an older minor
+ * release.  With the weak reference its address is NULL on such a server:
+ * then any non-debug libpq option of the server and user mapping passes,
+ * as the foreign-data wrappers' own validators already restrict them.
  */
-#if PG_VERSION_NUM >= 150020
-#include "libpq/libpq-be-fe-helpers.h"
+extern bool libpqsrv_is_valid_proxy_option(const char *keyword);
 #pragma weak libpqsrv_is_valid_proxy_option
-#define OBX_HAVE_PROXY_OPTION_CHECK 1
-#endif
 
 /* May a server-side client pass the libpq option keyword on? */
 static inline bool
 ObxProxyOptionAllowed(const char *keyword)
 {
-#ifdef OBX_HAVE_PROXY_OPTION_CHECK
 	if (libpqsrv_is_valid_proxy_option != NULL)
 		return libpqsrv_is_valid_proxy_option(keyword);
-#endif
 	return true;
+}
+
+/*
+ * Whether the token the core scanner returned at loc of text is a
+ * parameter ($n).  The grammar's token numbers (PARAM, parser/gramparse.h)
+ * are not installed from 16 on; the text says it as well: no other token
+ * starts with $ and a digit (dollar-quote tags and identifiers cannot start
+ * with a digit).
+ */
+#define ObxScannedParam(text, loc) \
+	((text)[(loc)] == '$' && isdigit((unsigned char) (text)[(loc) + 1]))
+
+/*
+ * The slot of a PGPROC in ProcGlobal->allProcs, and this backend's: from 17
+ * PGPROC has no pgprocno.  The prepared transactions' PGPROCs follow the
+ * backends' and the auxiliary processes' (whose number grows with 18's I/O
+ * workers; NUM_AUXILIARY_PROCS of the headers built against counts them).
+ */
+#if PG_VERSION_NUM >= 170000
+#define ObxProcNumber(proc)	((int) GetNumberFromPGProc(proc))
+#define ObxMyProcNumber		((int) MyProcNumber)
+#else
+#define ObxProcNumber(proc)	((proc)->pgprocno)
+#define ObxMyProcNumber		(MyProc->pgprocno)
+#endif
+#ifdef FIRST_PREPARED_XACT_PROC_NUMBER
+#define ObxFirstPreparedProc	((int) FIRST_PREPARED_XACT_PROC_NUMBER)
+#else
+#define ObxFirstPreparedProc	(MaxBackends + NUM_AUXILIARY_PROCS)
+#endif
+
+/*
+ * A wait event set for one wait, freed by the caller (FreeWaitEventSet).
+ * Up to 16 it is allocated in cxt; from 17 it is allocated in
+ * TopMemoryContext and takes a resource owner instead (none: the caller
+ * frees it).
+ */
+#if PG_VERSION_NUM >= 170000
+#define ObxCreateWaitEventSet(cxt, nevents) \
+	((void) (cxt), CreateWaitEventSet(NULL, (nevents)))
+#else
+#define ObxCreateWaitEventSet(cxt, nevents) \
+	CreateWaitEventSet((cxt), (nevents))
+#endif
+
+/*
+ * The expression of a CHECK constraint that an INSERT tests, or NULL for
+ * one it does not (NOT ENFORCED, from 18).
+ */
+static inline Node *
+ObxEnforcedCheck(ConstrCheck *check)
+{
+#if PG_VERSION_NUM >= 180000
+	if (!check->ccenforced)
+		return NULL;
+#endif
+	return (Node *) stringToNode(check->ccbin);
 }
 
 /*
@@ -95,5 +187,34 @@ ObxXLogInsertEnd(void)
 	return ptr;
 }
 #endif
+
+/*
+ * The OID of an installed extension, or InvalidOid, read from pg_extension
+ * itself.  From 18 get_extension_oid() answers from the system cache, and a
+ * process woken by another transaction's commit callback runs before that
+ * transaction has sent its invalidations: a committed DROP EXTENSION could
+ * still look installed there.  A scan of the catalog takes a new snapshot,
+ * which sees the commit, as get_extension_oid() itself did up to 17.
+ */
+static inline Oid
+ObxExtensionOid(const char *extname)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Oid			result = InvalidOid;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum(extname));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+		result = ((Form_pg_extension) GETSTRUCT(tuple))->oid;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return result;
+}
 
 #endif							/* OUTBOX_COMPAT_H */

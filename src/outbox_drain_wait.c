@@ -41,6 +41,7 @@
 #include "utils/wait_event.h"
 
 #include "outbox.h"
+#include "outbox_compat.h"
 #include "outbox_drain_int.h"
 
 /*
@@ -198,7 +199,7 @@ obx_wait_once(TimestampTz end, volatile sig_atomic_t *waiting)
 	}
 
 	MemoryContextReset(obx_wait_cxt);
-	set = CreateWaitEventSet(obx_wait_cxt, size);
+	set = ObxCreateWaitEventSet(obx_wait_cxt, size);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	foreach(lc, obx_flights)

@@ -34,7 +34,6 @@
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
-#include "parser/gramparse.h"
 #include "parser/parser.h"
 #include "parser/scanner.h"
 #include "tcop/utility.h"
@@ -42,6 +41,7 @@
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 
+#include "outbox_compat.h"
 #include "outbox_delivery.h"
 #include "outbox_remote_int.h"
 
@@ -196,7 +196,7 @@ obx_scan_params(const char *command, char **bad_param, bool *uses_first)
 		size_t		ndigits;
 		int			number = 0;
 
-		if (token != PARAM)
+		if (!ObxScannedParam(command, yylloc))
 			continue;
 
 		/*
@@ -343,7 +343,7 @@ obx_usable_server(const char *server_name, Oid roleid, OutboxError *error)
 		return NULL;
 	}
 	if (!superuser_arg(roleid) &&
-		pg_foreign_server_aclcheck(server->serverid, roleid, ACL_USAGE) != ACLCHECK_OK)
+		ObxForeignServerAclcheck(server->serverid, roleid, ACL_USAGE) != ACLCHECK_OK)
 	{
 		/* the text of aclcheck_error(), which route creation used to raise */
 		OutboxErrorSet(error, ERRCODE_INSUFFICIENT_PRIVILEGE,

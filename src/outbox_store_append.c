@@ -79,6 +79,7 @@
 #include "utils/syscache.h"
 
 #include "outbox.h"
+#include "outbox_compat.h"
 #include "outbox_store.h"
 #include "outbox_stream.h"
 
@@ -342,7 +343,7 @@ obx_examine_columns(Relation rel)
 
 	for (i = 0; constr != NULL && i < constr->num_check; i++)
 	{
-		Node	   *check = stringToNode(constr->check[i].ccbin);
+		Node	   *check = ObxEnforcedCheck(&constr->check[i]);
 
 		checks = list_concat(checks, make_ands_implicit((Expr *) check));
 	}

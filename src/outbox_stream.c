@@ -83,6 +83,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "outbox_compat.h"
 #include "outbox_stream.h"
 
 #define STREAM_SHMEM_NAME		"krizaka_outbox stream"
@@ -178,7 +179,7 @@ OutboxStreamInit(void)
 static int
 obx_nrecords(void)
 {
-	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+	return ObxFirstPreparedProc + max_prepared_xacts;
 }
 
 static Size
@@ -261,7 +262,7 @@ obx_stream_xact(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			if (stream_recorded)
 			{
-				StreamRecord *rec = &stream_shared->records[MyProc->pgprocno];
+				StreamRecord *rec = &stream_shared->records[ObxMyProcNumber];
 
 				pg_atomic_write_u64(&rec->first, 0);
 				rec->xid = InvalidTransactionId;
@@ -282,7 +283,7 @@ obx_stream_xact(XactEvent event, void *arg)
 static void
 obx_record_prepare(void)
 {
-	StreamRecord *rec = &stream_shared->records[MyProc->pgprocno];
+	StreamRecord *rec = &stream_shared->records[ObxMyProcNumber];
 	TransactionId xid = GetTopTransactionIdIfAny();
 
 	if (!TransactionIdIsValid(xid))
@@ -303,14 +304,14 @@ obx_record_prepare(void)
 static void
 obx_record_prepared(void)
 {
-	StreamRecord *own = &stream_shared->records[MyProc->pgprocno];
+	StreamRecord *own = &stream_shared->records[ObxMyProcNumber];
 	StreamRecord *rec;
 	PGPROC	   *proc;
 
 	if (!TransactionIdIsValid(stream_preparing))
 		return;
 	proc = TwoPhaseGetDummyProc(stream_preparing, false);
-	rec = &stream_shared->records[proc->pgprocno];
+	rec = &stream_shared->records[ObxProcNumber(proc)];
 
 	LWLockAcquire(stream_shared->horizon_lock, LW_SHARED);
 	rec->dboid = own->dboid;
@@ -445,7 +446,7 @@ StreamNoteAppend(void)
 		RecoveryInProgress())
 		return 0;
 	seq = obx_relation(STREAM_REL_SEQ, "sequence");
-	rec = &stream_shared->records[MyProc->pgprocno];
+	rec = &stream_shared->records[ObxMyProcNumber];
 
 	rec->dboid = MyDatabaseId;
 	pg_write_barrier();
@@ -484,7 +485,7 @@ int64
 StreamHorizon(int64 *taken)
 {
 	Oid			seq = obx_relation(STREAM_REL_SEQ, "sequence");
-	int			first_prepared = MaxBackends + NUM_AUXILIARY_PROCS;
+	int			first_prepared = ObxFirstPreparedProc;
 	StreamPrepared *prepared;
 	int			nprepared = 0;
 	int64		horizon;
@@ -578,8 +579,8 @@ obx_prepared_known(PGPROC *proc, TransactionId xid)
 {
 	int			i;
 
-	if (pg_atomic_read_u64(&stream_shared->records[proc->pgprocno].first) != 0 &&
-		stream_shared->records[proc->pgprocno].xid == xid)
+	if (pg_atomic_read_u64(&stream_shared->records[ObxProcNumber(proc)].first) != 0 &&
+		stream_shared->records[ObxProcNumber(proc)].xid == xid)
 		return true;
 	for (i = 0; i < MaxBackends; i++)
 		if (stream_shared->records[i].xid == xid &&

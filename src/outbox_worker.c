@@ -71,6 +71,7 @@
 #include "utils/timestamp.h"
 
 #include "outbox.h"
+#include "outbox_compat.h"
 #include "outbox_shmem.h"
 #include "outbox_worker.h"
 
@@ -105,7 +106,7 @@ static void obx_sigint(SIGNAL_ARGS);
 static void obx_exit_if_asked(int code);
 static void obx_worker_xact_callback(XactEvent event, void *arg);
 static void obx_worker_detach(int code, Datum arg);
-static void obx_worker_loop(void) pg_attribute_noreturn();
+static ObxNoreturn void obx_worker_loop(void);
 static bool obx_extension_installed(void);
 static long obx_worker_sleep_ms(bool ran, TimestampTz next_wake, int64 done);
 static void obx_worker_log_hook(ErrorData *edata);
@@ -422,7 +423,7 @@ obx_extension_installed(void)
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	installed = OidIsValid(get_extension_oid(OUTBOX_EXTENSION_NAME, true));
+	installed = OidIsValid(ObxExtensionOid(OUTBOX_EXTENSION_NAME));
 	CommitTransactionCommand();
 
 	return installed;

@@ -44,7 +44,7 @@ ok($node->poll_query_until('postgres',
 my $pid = worker_pid($node, 'postgres');
 
 # The bytes used in TopMemoryContext of $pid, from its memory contexts
-# written to the server log.
+# written to the server log (its level is 0 up to 17, 1 from 18).
 sub top_used
 {
 	my $offset = -s $node->logfile;
@@ -54,7 +54,7 @@ sub top_used
 	while (!defined $used && time() < $until)
 	{
 		my $log = slurp_file($node->logfile, $offset);
-		($used) = $log =~ /\[$pid\] .*?LOG:  level: 0; TopMemoryContext: [^\n]*?; (\d+) used/;
+		($used) = $log =~ /\[$pid\] .*?LOG:  level: [01]; TopMemoryContext: [^\n]*?; (\d+) used/;
 		usleep(50_000) unless defined $used;
 	}
 	ok(defined $used, 'the worker logs its memory contexts');

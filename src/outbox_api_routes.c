@@ -109,7 +109,7 @@ outbox_check_route(PG_FUNCTION_ARGS)
 	Oid			owner;
 	List	   *routes;
 	OutboxRoute *route;
-	char	   *caller_name;
+	Oid			creator;
 	ListCell   *lc;
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -126,8 +126,8 @@ outbox_check_route(PG_FUNCTION_ARGS)
 				 errhint("Make one with outbox.route_notify or outbox.route_remote.")));
 	route = linitial(routes);
 
-	caller_name = GetUserNameFromId(caller, false);
-	if (strcmp(caller_name, route->created_by) != 0 &&
+	creator = StoreRouteCreator(route);
+	if (caller != creator &&
 		!superuser_arg(caller) && !has_privs_of_role(caller, owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -148,8 +148,8 @@ outbox_check_route(PG_FUNCTION_ARGS)
 	obx_check_row(rsinfo, "route", true, NULL,
 				  psprintf("topic \"%s\" is delivered to server \"%s\", made by role \"%s\"",
 						   topic_str, route->server, route->created_by));
-	foreach(lc, RemoteProbeRoute(route->server, route->created_by,
-								 route->command))
+	foreach(lc, RemoteProbeRoute(route->server, creator,
+								 route->created_by, route->command))
 	{
 		RouteCheckStep *step = lfirst(lc);
 

@@ -66,7 +66,8 @@ typedef struct RouteCheckStep
 	char	   *message;
 } RouteCheckStep;
 
-extern List *RemoteProbeRoute(const char *server_name, const char *created_by,
+extern List *RemoteProbeRoute(const char *server_name, Oid creator,
+							  const char *created_by,
 							  const char *command);
 
 /* one message's delivery to a remote route, which never blocks */

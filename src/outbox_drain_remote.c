@@ -221,22 +221,7 @@ RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
 static Oid
 obx_route_creator(const OutboxRoute *route, OutboxError *error)
 {
-	Oid			creator;
-
-	/*
-	 * By OID and name since 1.2: a role made under a dropped one's name is
-	 * not it, and a renamed one stops the route as before.
-	 */
-	if (route->creator_by_role)
-	{
-		char	   *name = OidIsValid(route->creator) ?
-			GetUserNameFromId(route->creator, true) : NULL;
-
-		creator = (name != NULL && strcmp(name, route->created_by) == 0) ?
-			route->creator : InvalidOid;
-	}
-	else
-		creator = get_role_oid(route->created_by, true);
+	Oid			creator = StoreRouteCreator(route);
 
 	if (!OidIsValid(creator))
 	{

@@ -35,20 +35,19 @@ static char *obx_lookup_note(const RemoteOptions *options);
 static bool obx_is_address(const char *host);
 
 /*
- * Check a remote route: server_name and command as stored, created_by the
- * name of the role that made it.  Returns the steps, as RouteCheckSteps,
+ * Check a remote route: server_name and command as stored, creator the
+ * role that made it (InvalidOid: gone) and created_by its name.  Returns the steps, as RouteCheckSteps,
  * in order: server, connect, prepare, up to the first that failed.  Never
  * raises an error for what it finds; an interrupt or local resource
  * exhaustion raises one as usual.
  */
 List *
-RemoteProbeRoute(const char *server_name, const char *created_by,
-				 const char *command)
+RemoteProbeRoute(const char *server_name, Oid creator,
+				 const char *created_by, const char *command)
 {
 	List	   *steps = NIL;
 	OutboxError error;
 	RemoteDestination dest;
-	Oid			creator;
 	bool		require_password;
 	RemoteCall *call;
 	const OutboxError *failure;
@@ -58,7 +57,6 @@ RemoteProbeRoute(const char *server_name, const char *created_by,
 	OutboxErrorClear(&error);
 
 	/* the server step: the creator, the server, the mapping, the options */
-	creator = get_role_oid(created_by, true);
 	if (!OidIsValid(creator))
 	{
 		OutboxErrorSet(&error, ERRCODE_UNDEFINED_OBJECT,

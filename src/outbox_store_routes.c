@@ -25,6 +25,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -363,4 +364,26 @@ StoreMessageOnChannel(pg_uuid_t *id)
 
 	args[0] = UUIDPGetDatum(id);
 	return SpiRunFirstRow(&stmt_message_on_channel, args, NULL, &one, &isnull, 1);
+}
+
+/*
+ * The role that made the route: the one of created_by_role, still named
+ * created_by (a role made later under a dropped one's name is another, and
+ * a renamed one is no longer the creator), or found by name when the table
+ * does not say (tables older than 1.2, a row written by hand).  InvalidOid
+ * if that role is gone.
+ */
+Oid
+StoreRouteCreator(const OutboxRoute *route)
+{
+	char	   *name;
+
+	if (!route->creator_by_role)
+		return get_role_oid(route->created_by, true);
+	if (!OidIsValid(route->creator))
+		return InvalidOid;
+	name = GetUserNameFromId(route->creator, true);
+	if (name == NULL || strcmp(name, route->created_by) != 0)
+		return InvalidOid;
+	return route->creator;
 }

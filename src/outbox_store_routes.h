@@ -36,6 +36,7 @@ extern void StoreRouteSetRemote(text *topic, const char *server,
 								const char *command, Oid creator);
 extern bool StoreRouteDelete(text *topic);
 extern List *StoreRouteList(text *topic);
+extern Oid	StoreRouteCreator(const OutboxRoute *route);
 extern void StoreRouteSetBreaker(const char *topic, TimestampTz created_at,
 								 int consecutive_failures,
 								 TimestampTz paused_until, text *last_failure);

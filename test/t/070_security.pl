@@ -278,6 +278,12 @@ my %part = (
 	operator => {
 		route_notify => q{SELECT outbox.route_notify('sec_n', 'sec_events')},
 		route_remote => q{SELECT outbox.route_remote('sec_r', 'inbox', 'INSERT INTO public.received (topic, env) VALUES ($2, $1)')},
+		# the calls run in name order: the route it checks is made first, as
+		# route_remote below makes it again
+		check_route => q{DO $$BEGIN
+			PERFORM outbox.route_remote('sec_r', 'inbox', 'INSERT INTO public.received (topic, env) VALUES ($2, $1)');
+			PERFORM count(*) FROM outbox.check_route('sec_r');
+			END$$},
 		unroute => q{SELECT outbox.unroute('no_such_topic')},
 		retry_dead => qq{SELECT outbox.retry_dead('$id')},
 		retry_dead_topic => q{SELECT outbox.retry_dead_topic('sec')},

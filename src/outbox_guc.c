@@ -20,6 +20,7 @@
 #include "utils/varlena.h"
 
 #include "outbox.h"
+#include "outbox_http.h"
 
 int			outbox_batch_size = 50;
 int			outbox_lease_seconds = 60;
@@ -29,6 +30,9 @@ int			outbox_backoff_max_seconds = 3600;
 int			outbox_retention_days = 7;
 int			outbox_remote_timeout_ms = 10000;
 int			outbox_remote_pause_after = 3;
+int			outbox_http_timeout_ms = 10000;
+bool		outbox_http_allow_private = false;
+char	   *outbox_http_private_networks = NULL;
 
 char	   *outbox_worker_databases = NULL;
 char	   *outbox_worker_role = NULL;
@@ -42,6 +46,8 @@ static bool obx_check_preloaded(const char *name, GucSource source);
 static bool obx_check_databases(char **newval, void **extra, GucSource source);
 static bool obx_check_role(char **newval, void **extra, GucSource source);
 static bool obx_check_naptime(int *newval, void **extra, GucSource source);
+static bool obx_check_private_networks(char **newval, void **extra,
+									   GucSource source);
 
 /* Define every setting; called from _PG_init on every load. */
 void
@@ -112,7 +118,43 @@ OutboxGucInit(void)
 							PGC_USERSET, 0,
 							NULL, NULL, NULL);
 
+	/* as outbox.remote_timeout_ms */
+	DefineCustomIntVariable("outbox.http_timeout_ms",
+							"Longest time in milliseconds an HTTP route's call may take, connecting included.",
+							"A call never gets more than half a lease either.",
+							&outbox_http_timeout_ms,
+							10000, 10, OUTBOX_LEASE_SECONDS_MAX * 1000 / 2,
+							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+
+	/*
+	 * Which addresses HTTP routes may reach is the superuser's to say: the
+	 * requests leave from the database server, inside its network.
+	 */
+	DefineCustomBoolVariable("outbox.http_allow_private",
+							 "Lets HTTP routes connect to loopback, private, link-local and metadata addresses.",
+							 "Off, such an address is refused unless outbox.http_private_networks holds it.",
+							 &outbox_http_allow_private,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.http_private_networks",
+							   "Networks (a comma-separated list of CIDRs) that HTTP routes may reach although they are private.",
+							   NULL,
+							   &outbox_http_private_networks,
+							   "",
+							   PGC_SUSET, GUC_LIST_INPUT,
+							   obx_check_private_networks, HttpAssignPrivateNetworks, NULL);
+
 	obx_define_worker_settings();
+}
+
+/* the check of outbox.http_private_networks: outbox_http_addr.c parses it */
+static bool
+obx_check_private_networks(char **newval, void **extra, GucSource source)
+{
+	return HttpCheckPrivateNetworks(newval, extra);
 }
 
 /*

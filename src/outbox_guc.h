@@ -27,6 +27,9 @@ extern int	outbox_backoff_max_seconds;
 extern int	outbox_retention_days;
 extern int	outbox_remote_timeout_ms;
 extern int	outbox_remote_pause_after;
+extern int	outbox_http_timeout_ms;
+extern bool outbox_http_allow_private;
+extern char *outbox_http_private_networks;
 
 #define OUTBOX_BATCH_SIZE_MIN		1
 #define OUTBOX_BATCH_SIZE_MAX		500

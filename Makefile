@@ -7,15 +7,18 @@ MODULE_big = krizaka_outbox
 OBJS = \
 	src/krizaka_outbox.o \
 	src/outbox_api.o \
+	src/outbox_api_http.o \
 	src/outbox_api_routes.o \
 	src/outbox_backoff.o \
 	src/outbox_drain.o \
+	src/outbox_drain_call.o \
 	src/outbox_drain_remote.o \
 	src/outbox_drain_wait.o \
 	src/outbox_drain_xact.o \
 	src/outbox_envelope.o \
 	src/outbox_error.o \
 	src/outbox_guc.o \
+	src/outbox_http_sign.o \
 	src/outbox_identity.o \
 	src/outbox_launcher.o \
 	src/outbox_notify.o \
@@ -30,6 +33,7 @@ OBJS = \
 	src/outbox_store.o \
 	src/outbox_store_append.o \
 	src/outbox_store_claim.o \
+	src/outbox_store_http.o \
 	src/outbox_store_routes.o \
 	src/outbox_stream.o \
 	src/outbox_uuid.o \

@@ -2,7 +2,8 @@
  *
  * outbox_api_routes.c
  *		The SQL-callable functions that say where a topic is delivered:
- *		route_notify, route_remote and unroute; and check_route, which
+ *		route_notify, route_remote and unroute (route_http is in
+ *		outbox_api_http.c); and check_route, which
  *		tries a route without delivering anything.
  *
  * A topic has at most one route, kept in outbox.routes: a NOTIFY channel,
@@ -46,6 +47,7 @@ outbox_route_notify(PG_FUNCTION_ARGS)
 
 	/* a SECURITY DEFINER function: the session's role made the route */
 	StoreRouteSetNotify(topic, channel, GetOuterUserId());
+	StoreHttpDropSecrets(topic);
 	RoutesChangedAtCommit();
 	PG_RETURN_VOID();
 }
@@ -69,6 +71,7 @@ outbox_route_remote(PG_FUNCTION_ARGS)
 
 	IdentityBecomeExtensionOwner(&save);
 	StoreRouteSetRemote(topic, server, command, caller);
+	StoreHttpDropSecrets(topic);
 	IdentityRestore(&save);
 
 	RoutesChangedAtCommit();
@@ -81,6 +84,8 @@ outbox_unroute(PG_FUNCTION_ARGS)
 {
 	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
 	bool		removed = StoreRouteDelete(topic);
+
+	StoreHttpDropSecrets(topic);
 
 	if (removed)
 		RoutesChangedAtCommit();
@@ -123,7 +128,7 @@ outbox_check_route(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("topic \"%s\" has no route", topic_str),
-				 errhint("Make one with outbox.route_notify or outbox.route_remote.")));
+				 errhint("Make one with outbox.route_notify, outbox.route_remote or outbox.route_http.")));
 	route = linitial(routes);
 
 	creator = StoreRouteCreator(route);
@@ -135,6 +140,14 @@ outbox_check_route(PG_FUNCTION_ARGS)
 						topic_str),
 				 errdetail("Only the role that made the route, a superuser or a member of the extension's owner may check it.")));
 
+	if (route->http)
+	{
+		obx_check_row(rsinfo, "route", true, NULL,
+					  psprintf("topic \"%s\" is delivered to %s", topic_str, route->url));
+		obx_check_row(rsinfo, "url", true, NULL,
+					  "the address of an HTTP route is resolved and checked at each call");
+		return (Datum) 0;
+	}
 	if (!route->remote)
 	{
 		obx_check_row(rsinfo, "route", true, NULL,

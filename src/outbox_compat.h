@@ -29,6 +29,8 @@
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_foreign_server.h"
+#include "common/base64.h"
+#include "datatype/timestamp.h"
 #include "miscadmin.h"
 #include "nodes/nodes.h"
 #include "storage/latch.h"
@@ -216,5 +218,28 @@ ObxExtensionOid(const char *extname)
 	table_close(rel, AccessShareLock);
 	return result;
 }
+
+/* Whether an interval is infinite: 17 and later have such intervals. */
+#if PG_VERSION_NUM >= 170000
+#define ObxIntervalIsInfinite(i)	INTERVAL_NOT_FINITE(i)
+#else
+#define ObxIntervalIsInfinite(i)	false
+#endif
+
+/*
+ * base64 of binary data: from 18 the binary side is uint8 (and the result
+ * must be used); before, char.
+ */
+#if PG_VERSION_NUM >= 180000
+#define ObxB64Encode(src, len, dst, dstlen) \
+	pg_b64_encode((const uint8 *) (src), (len), (dst), (dstlen))
+#define ObxB64Decode(src, len, dst, dstlen) \
+	pg_b64_decode((src), (len), (uint8 *) (dst), (dstlen))
+#else
+#define ObxB64Encode(src, len, dst, dstlen) \
+	pg_b64_encode((const char *) (src), (len), (dst), (dstlen))
+#define ObxB64Decode(src, len, dst, dstlen) \
+	pg_b64_decode((src), (len), (char *) (dst), (dstlen))
+#endif
 
 #endif							/* OUTBOX_COMPAT_H */

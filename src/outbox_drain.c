@@ -265,12 +265,12 @@ static void
 obx_remote_batch(DrainState *st, OutboxRoute *route)
 {
 	RemoteBatch *batch = obx_remote_claim(st, route, CurrentMemoryContext);
-	RemoteCall *call;
+	BatchCall  *call;
 
 	if (batch == NULL)
 		return;
 	while ((call = RemoteBatchNext(batch)) != NULL)
-		RemoteCallWait(call);
+		BatchCallWait(call);
 	RemoteBatchFinish(batch, &st->delivered, &st->failed);
 }
 
@@ -300,7 +300,7 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 	{
 		OutboxRoute *route = (OutboxRoute *) lfirst(lc);
 
-		if (route->remote)
+		if (ROUTE_BY_CALLS(route))
 			obx_remote_batch(&st, route);
 		else
 			obx_notify_batch(&st, route, st.batch_size);
@@ -464,13 +464,13 @@ obx_route_step(DrainState *st, OutboxRoute *route, TopicPace *pace,
 	{
 		SavedIdentity save;
 
-		if (!DrainBeginLocked(route->remote ? "claiming" : "delivering to a channel",
+		if (!DrainBeginLocked(ROUTE_BY_CALLS(route) ? "claiming" : "delivering to a channel",
 							  cxt))
 			locked = false;
 		else
 		{
 			IdentityBecomeExtensionOwner(&save);
-			if (route->remote)
+			if (ROUTE_BY_CALLS(route))
 				obx_remote_launch(st, route);
 			else
 				obx_notify_batch(st, route, pace->size);
@@ -488,7 +488,7 @@ obx_route_step(DrainState *st, OutboxRoute *route, TopicPace *pace,
 	{
 		if (!locked)
 			return STEP_LOCKED;
-		if (route->remote)
+		if (ROUTE_BY_CALLS(route))
 			return STEP_DONE;
 		obx_pace(pace, st->claimed, st->batch_size);
 		if (st->claimed == 0)
@@ -505,7 +505,7 @@ obx_route_step(DrainState *st, OutboxRoute *route, TopicPace *pace,
 		return STEP_MORE;
 	}
 
-	if (!route->remote && !at_commit && DrainErrorIsMessages(edata))
+	if (!ROUTE_BY_CALLS(route) && !at_commit && DrainErrorIsMessages(edata))
 	{
 		char	   *error = DrainErrorText(edata);
 
@@ -702,7 +702,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 			CHECK_FOR_INTERRUPTS();
 
 			/* a remote route: once a round, and not while a batch flies */
-			if (route->remote && (!first || DrainFlying(route->topic)))
+			if (ROUTE_BY_CALLS(route) && (!first || DrainFlying(route->topic)))
 				continue;
 			/* paused by its breaker, or by errors of its own */
 			if (RemoteRoutePaused(route, GetCurrentTimestamp()))
@@ -744,7 +744,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 				OutboxRoute *route = (OutboxRoute *) lfirst(lc);
 				TimestampTz next;
 
-				if (route->remote && DrainFlying(route->topic))
+				if (ROUTE_BY_CALLS(route) && DrainFlying(route->topic))
 					continue;
 				next = obx_next_due(route, now);
 				if (next < *next_wake)

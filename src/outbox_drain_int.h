@@ -7,8 +7,10 @@
  *
  *	outbox_drain.c			the round of drain_once and of the worker;
  *							NOTIFY batches
- *	outbox_drain_remote.c	a batch of a remote route, and its circuit
- *							breaker
+ *	outbox_drain_remote.c	a batch of a remote or HTTP route, and its
+ *							circuit breaker
+ *	outbox_drain_call.c		the call of one message of such a batch: a
+ *							remote command or an HTTP request
  *	outbox_drain_wait.c		the worker's remote batches in flight, and its
  *							wait that serves them
  *	outbox_drain_xact.c		the worker's transactions, and what an error in
@@ -24,10 +26,38 @@
 #include "utils/palloc.h"
 
 #include "outbox_delivery.h"
+#include "outbox_http.h"
 #include "outbox_store.h"
 #include "outbox_store_routes.h"
 
-/* a batch of a remote route (outbox_drain_remote.c) */
+/*
+ * the call of one message of a batch (outbox_drain_call.c): one of the
+ * two is set
+ */
+typedef struct BatchCall
+{
+	RemoteCall *remote;
+	HttpCall   *http;
+} BatchCall;
+
+extern BatchCall *BatchCallHttp(const char *url, const char *ca_file,
+								const HttpRouteSecrets *secrets,
+								const pg_uuid_t *id, const char *envelope,
+								TimestampTz deadline);
+extern int	BatchCallSocket(BatchCall *call, pgsocket *sock);
+extern TimestampTz BatchCallDeadline(BatchCall *call);
+extern void BatchCallStep(BatchCall *call, int ready);
+extern void BatchCallWait(BatchCall *call);
+extern bool BatchCallPending(BatchCall *call);
+extern void BatchCallAbandon(BatchCall *call);
+
+/*
+ * Whether a route is delivered by calls, one message after the other, in
+ * batches that fly (remote and HTTP routes), rather than by NOTIFY
+ */
+#define ROUTE_BY_CALLS(route)	((route)->remote || (route)->http)
+
+/* a batch of a remote or HTTP route (outbox_drain_remote.c) */
 typedef struct RemoteBatch RemoteBatch;
 
 extern bool RemoteRoutePaused(const OutboxRoute *route, TimestampTz now);
@@ -36,7 +66,7 @@ extern RemoteBatch *RemoteBatchClaim(const ClaimRequest *req,
 									 const OutboxRoute *route,
 									 MemoryContext parent);
 extern const char *RemoteBatchTopic(RemoteBatch *batch);
-extern RemoteCall *RemoteBatchNext(RemoteBatch *batch);
+extern BatchCall *RemoteBatchNext(RemoteBatch *batch);
 extern void RemoteBatchFinish(RemoteBatch *batch, int64 *delivered,
 							  int64 *failed);
 extern void RemoteBatchAbandon(RemoteBatch *batch, const char *error,

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_drain_remote.c
- *		A batch of a remote route: claimed, delivered one message after the
- *		other through RemoteCalls, its outcomes recorded together; and the
- *		route's circuit breaker.
+ *		A batch of a remote or HTTP route: claimed, delivered one message
+ *		after the other through calls (outbox_drain_call.c), its outcomes
+ *		recorded together; and the route's circuit breaker.
  *
  * A remote route is not transactional: the remote command commits on its
  * own.  A batch is claimed (leased); each message is delivered in order,
@@ -70,6 +70,8 @@ typedef struct BatchFailure
 {
 	pg_uuid_t  *id;
 	char	   *error;
+	TimestampTz retry_at;		/* as the target asked; 0: the backoff's */
+	bool		dead;			/* the target refused it for good */
 } BatchFailure;
 
 /* see the header comment */
@@ -82,6 +84,11 @@ struct RemoteBatch
 	char	   *topic;
 	char	   *server;
 	char	   *command;
+	bool		http;			/* an HTTP route: url, ca_file, secrets */
+	char	   *url;
+	char	   *ca_file;
+	HttpRouteSecrets *secrets;
+	HttpRouteCounts counts;		/* its calls, for outbox.route_http_stats */
 	TimestampTz route_created_at;	/* which setting of the route */
 	Oid			role;			/* the route's creator; InvalidOid: gone */
 	OutboxError no_creator;		/* ... and then why */
@@ -92,7 +99,7 @@ struct RemoteBatch
 	List	   *messages;		/* ClaimedMessages, in order */
 	int			next;			/* the next one to send */
 	ClaimedMessage *current;	/* the one being sent */
-	RemoteCall *call;			/* ... and its call */
+	BatchCall  *call;			/* ... and its call */
 
 	List	   *done;			/* ids of those delivered */
 	List	   *late;			/* ids of those released untried */
@@ -106,9 +113,10 @@ struct RemoteBatch
 };
 
 static Oid	obx_route_creator(const OutboxRoute *route, OutboxError *error);
-static RemoteCall *obx_start_call(RemoteBatch *batch, ClaimedMessage *m,
-								  TimestampTz deadline);
+static BatchCall *obx_start_call(RemoteBatch *batch, ClaimedMessage *m,
+								 TimestampTz deadline);
 static void obx_call_ended(RemoteBatch *batch);
+static void obx_http_ended(RemoteBatch *batch);
 static void obx_failed(RemoteBatch *batch, char *error);
 static void obx_breaker_count(RemoteBatch *batch, bool unreachable,
 							  const char *error);
@@ -187,17 +195,30 @@ RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
 	batch->message_cxt = AllocSetContextCreate(cxt, "outbox remote message",
 											   ALLOCSET_DEFAULT_SIZES);
 	batch->topic = pstrdup(route->topic);
-	batch->server = pstrdup(route->server);
-	batch->command = pstrdup(route->command);
 	batch->route_created_at = route->created_at;
-	batch->role = obx_route_creator(route, &batch->no_creator);
+	if (route->http)
+	{
+		/* no credentials of the creator's: what it sends, the route says */
+		batch->http = true;
+		batch->url = pstrdup(route->url);
+		batch->ca_file = route->ca_file ? pstrdup(route->ca_file) : NULL;
+		batch->secrets = StoreHttpSecrets(route->topic);
+		batch->role = InvalidOid;
+	}
+	else
+	{
+		batch->server = pstrdup(route->server);
+		batch->command = pstrdup(route->command);
+		batch->role = obx_route_creator(route, &batch->no_creator);
 
-	/*
-	 * A route made by an ordinary role must not borrow the remote server's
-	 * own identity (trust or peer authentication): its connection must
-	 * authenticate with a password, the rule of dblink and postgres_fdw.
-	 */
-	batch->needs_password = !OidIsValid(batch->role) || !superuser_arg(batch->role);
+		/*
+		 * A route made by an ordinary role must not borrow the remote
+		 * server's own identity (trust or peer authentication): its
+		 * connection must authenticate with a password, the rule of dblink
+		 * and postgres_fdw.
+		 */
+		batch->needs_password = !OidIsValid(batch->role) || !superuser_arg(batch->role);
+	}
 	batch->owner = DatumGetTextPCopy(PointerGetDatum(req->owner));
 	batch->lease_us = (int64) req->lease_seconds * USECS_PER_SEC;
 	batch->consecutive_failures = route->consecutive_failures;
@@ -247,11 +268,13 @@ RemoteBatchTopic(RemoteBatch *batch)
  * NULL when the batch is through (RemoteBatchFinish records it then).
  * Runs in a transaction: the call reads the catalogs as it starts.
  */
-RemoteCall *
+BatchCall *
 RemoteBatchNext(RemoteBatch *batch)
 {
 	MemoryContext old = MemoryContextSwitchTo(batch->cxt);
-	RemoteCall *call = NULL;
+	BatchCall  *call = NULL;
+	int			timeout_ms = batch->http ? outbox_http_timeout_ms :
+		outbox_remote_timeout_ms;
 
 	if (batch->call != NULL)
 		obx_call_ended(batch);
@@ -264,7 +287,7 @@ RemoteBatchNext(RemoteBatch *batch)
 
 		CHECK_FOR_INTERRUPTS();
 
-		deadline = Min(TimestampTzPlusMilliseconds(now, outbox_remote_timeout_ms),
+		deadline = Min(TimestampTzPlusMilliseconds(now, timeout_ms),
 					   Min(now + batch->lease_us / 2,
 						   m->leased_until - LEASE_MARGIN_US));
 
@@ -284,17 +307,29 @@ RemoteBatchNext(RemoteBatch *batch)
  * memory context.  Returns the call while it runs; NULL when it ended at
  * once (its outcome noted).
  */
-static RemoteCall *
+static BatchCall *
 obx_start_call(RemoteBatch *batch, ClaimedMessage *m, TimestampTz deadline)
 {
 	OutboxError failure;
-	const OutboxError *error;
 	bool		ok = true;
 
 	MemoryContextReset(batch->message_cxt);
 	MemoryContextSwitchTo(batch->message_cxt);
 	batch->current = m;
-	if (!OidIsValid(batch->role))
+	if (batch->http)
+	{
+		char	   *envelope = EnvelopeText(&m->id, m->event_type,
+											m->created_at, m->payload,
+											OUTBOX_REMOTE_MAX_BYTES, &failure);
+
+		if (envelope == NULL)
+			ok = false;
+		else
+			batch->call = BatchCallHttp(batch->url, batch->ca_file,
+										batch->secrets, &m->id, envelope,
+										deadline);
+	}
+	else if (!OidIsValid(batch->role))
 	{
 		failure = batch->no_creator;
 		ok = false;
@@ -309,9 +344,13 @@ obx_start_call(RemoteBatch *batch, ClaimedMessage *m, TimestampTz deadline)
 		if (envelope == NULL)
 			ok = false;
 		else
-			batch->call = RemoteCallStart(batch->server, batch->role,
-										  batch->needs_password, batch->command,
-										  envelope, batch->topic, deadline);
+		{
+			batch->call = palloc0(sizeof(BatchCall));
+			batch->call->remote = RemoteCallStart(batch->server, batch->role,
+												  batch->needs_password,
+												  batch->command, envelope,
+												  batch->topic, deadline);
+		}
 	}
 	MemoryContextSwitchTo(batch->cxt);
 
@@ -320,7 +359,7 @@ obx_start_call(RemoteBatch *batch, ClaimedMessage *m, TimestampTz deadline)
 		obx_failed(batch, OutboxErrorText(&failure));
 		return NULL;
 	}
-	if (RemoteCallOutcome(batch->call, &error) == REMOTE_PENDING)
+	if (BatchCallPending(batch->call))
 		return batch->call;
 	obx_call_ended(batch);
 	return NULL;
@@ -334,8 +373,14 @@ static void
 obx_call_ended(RemoteBatch *batch)
 {
 	const OutboxError *error;
-	RemoteOutcome outcome = RemoteCallOutcome(batch->call, &error);
+	RemoteOutcome outcome;
 
+	if (batch->http)
+	{
+		obx_http_ended(batch);
+		return;
+	}
+	outcome = RemoteCallOutcome(batch->call->remote, &error);
 	Assert(outcome != REMOTE_PENDING);
 	if (outcome == REMOTE_DELIVERED)
 	{
@@ -353,11 +398,67 @@ obx_call_ended(RemoteBatch *batch)
 	batch->current = NULL;
 }
 
+/*
+ * Note the outcome of an HTTP call that ended, by the answer's status: 2xx
+ * delivered; 410 stops the route, the message released untried; 3xx, 408,
+ * 429 and 5xx fail with the backoff, or at the time Retry-After says;
+ * another 4xx makes the message dead; no answer fails it and counts
+ * against the route's breaker, as an unreachable remote server does.  Any
+ * answer at all ends the breaker's count.
+ */
+static void
+obx_http_ended(RemoteBatch *batch)
+{
+	const OutboxError *error;
+	HttpCallReport report;
+	HttpOutcome outcome = HttpCallOutcome(batch->call->http, &error, &report);
+	int			class = report.status / 100;
+	char	   *text;
+
+	Assert(outcome != HTTP_PENDING);
+	batch->counts.calls[class >= 2 && class <= 5 ? class : 0]++;
+	batch->counts.latency_seconds += report.latency_ms / 1000.0;
+	batch->counts.last_status = report.status;
+	batch->counts.last_latency_ms = report.latency_ms;
+	batch->counts.last_call_at = GetCurrentTimestamp();
+
+	switch (outcome)
+	{
+		case HTTP_DELIVERED:
+			batch->done = lappend(batch->done, &batch->current->id);
+			obx_breaker_count(batch, false, NULL);
+			break;
+		case HTTP_GONE:
+			text = OutboxErrorText(error);
+			batch->late = lappend(batch->late, &batch->current->id);
+			batch->paused_until = DT_NOEND;
+			batch->last_failure = text;
+			batch->breaker_changed = true;
+			ereport(LOG,
+					(errmsg("outbox stops the HTTP route of topic \"%s\": %s",
+							batch->topic, text),
+					 errhint("Set the route again with outbox.route_http to resume it.")));
+			break;
+		case HTTP_RETRY:
+		case HTTP_REJECTED:
+		case HTTP_UNREACHABLE:
+		case HTTP_PENDING:
+			text = OutboxErrorText(error);
+			obx_failed(batch, text);
+			((BatchFailure *) llast(batch->failures))->retry_at = report.retry_after;
+			((BatchFailure *) llast(batch->failures))->dead = (outcome == HTTP_REJECTED);
+			obx_breaker_count(batch, outcome == HTTP_UNREACHABLE, text);
+			break;
+	}
+	batch->call = NULL;
+	batch->current = NULL;
+}
+
 /* The current message failed with error (kept in the batch's context). */
 static void
 obx_failed(RemoteBatch *batch, char *error)
 {
-	BatchFailure *f = palloc(sizeof(BatchFailure));
+	BatchFailure *f = palloc0(sizeof(BatchFailure));
 
 	f->id = &batch->current->id;
 	f->error = error;
@@ -411,10 +512,13 @@ RemoteBatchFinish(RemoteBatch *batch, int64 *delivered, int64 *failed)
 	{
 		BatchFailure *f = (BatchFailure *) lfirst(lc);
 
-		if (StoreFail(f->id, batch->owner,
-					  ClipErrorText(f->error, strlen(f->error)), now))
+		if (StoreFailAt(f->id, batch->owner,
+						ClipErrorText(f->error, strlen(f->error)), now,
+						f->retry_at, f->dead))
 			(*failed)++;
 	}
+	if (batch->counts.last_call_at != 0)
+		StoreHttpCount(batch->topic, &batch->counts);
 	if (batch->done != NIL)
 		*delivered += StoreCompleteMany(DatumGetArrayTypeP(obx_uuid_array(batch->done)),
 										batch->owner, now);
@@ -501,7 +605,7 @@ RemoteBatchAbandon(RemoteBatch *batch, const char *error, bool messages,
 	ListCell   *lc;
 
 	if (batch->call != NULL)
-		RemoteCallAbandon(batch->call);
+		BatchCallAbandon(batch->call);
 	batch->call = NULL;
 
 	foreach(lc, batch->done)
@@ -542,7 +646,7 @@ void
 RemoteBatchDrop(RemoteBatch *batch)
 {
 	if (batch->call != NULL)
-		RemoteCallAbandon(batch->call);
+		BatchCallAbandon(batch->call);
 	MemoryContextDelete(batch->cxt);
 }
 

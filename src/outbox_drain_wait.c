@@ -54,7 +54,7 @@
 typedef struct Flight
 {
 	RemoteBatch *batch;
-	RemoteCall *call;			/* NULL before the first one; running, or
+	BatchCall  *call;			/* NULL before the first one; running, or
 								 * ended and waiting to land */
 	int			ready;			/* socket events the last wait reported */
 	TimestampTz retry_at;		/* not to land before (tables were locked) */
@@ -214,7 +214,7 @@ obx_wait_once(TimestampTz end, volatile sig_atomic_t *waiting)
 			until = Min(until, Max(now, f->retry_at));
 			continue;
 		}
-		events = RemoteCallSocket(f->call, &sock);
+		events = BatchCallSocket(f->call, &sock);
 		if (events == 0)		/* ended: it could not land, try again */
 			until = Min(until, TimestampTzPlusMilliseconds(now, OBX_LAND_RETRY_MS));
 		else if (sock == PGINVALID_SOCKET)	/* its next step ends it */
@@ -222,7 +222,7 @@ obx_wait_once(TimestampTz end, volatile sig_atomic_t *waiting)
 		else
 		{
 			AddWaitEventToSet(set, events, sock, NULL, f);
-			until = Min(until, RemoteCallDeadline(f->call));
+			until = Min(until, BatchCallDeadline(f->call));
 		}
 	}
 
@@ -249,7 +249,7 @@ obx_wait_once(TimestampTz end, volatile sig_atomic_t *waiting)
 		Flight	   *f = (Flight *) lfirst(lc);
 
 		if (f->call != NULL)
-			RemoteCallStep(f->call, f->ready);
+			BatchCallStep(f->call, f->ready);
 	}
 	return woken;
 }
@@ -273,14 +273,12 @@ obx_land(void)
 	foreach(lc, obx_flights)
 	{
 		Flight	   *f = (Flight *) lfirst(lc);
-		const OutboxError *error;
 		TimestampTz now = GetCurrentTimestamp();
 		volatile bool through = false;
 		ErrorData  *edata = NULL;
 		bool		at_commit;
 
-		if (f->call != NULL &&
-			RemoteCallOutcome(f->call, &error) == REMOTE_PENDING)
+		if (f->call != NULL && BatchCallPending(f->call))
 			continue;
 		if (f->retry_at > now)
 			continue;

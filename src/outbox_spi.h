@@ -13,7 +13,7 @@
 
 #include "executor/spi.h"
 
-#define SAVED_STATEMENT_MAX_ARGS	9
+#define SAVED_STATEMENT_MAX_ARGS	11
 
 /*
  * Which scans the planner may use for a statement.  See outbox_spi.c for

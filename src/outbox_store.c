@@ -549,6 +549,19 @@ StoreCompleteMany(ArrayType *ids, text *owner, TimestampTz now)
 bool
 StoreFail(pg_uuid_t *id, text *owner, text *error, TimestampTz now)
 {
+	return StoreFailAt(id, owner, error, now, 0, false);
+}
+
+/*
+ * StoreFail, with the time of the next attempt given (retry_at; 0: the
+ * backoff's), or the message dead at once (dead).  A retry is never later
+ * than outbox.backoff_max_seconds from now, and a message that used its
+ * last attempt is dead whatever retry_at says.
+ */
+bool
+StoreFailAt(pg_uuid_t *id, text *owner, text *error, TimestampTz now,
+			TimestampTz retry_at, bool dead)
+{
 	Datum		args[4];
 	char		nulls[4] = {' ', ' ', ' ', ' '};
 	bool		isnull;
@@ -567,7 +580,7 @@ StoreFail(pg_uuid_t *id, text *owner, text *error, TimestampTz now)
 										   SPI_tuptable->tupdesc, 1, &isnull));
 
 	args[1] = PointerGetDatum(error);
-	if (attempts >= outbox_max_attempts)
+	if (attempts >= outbox_max_attempts || dead)
 	{
 		nulls[2] = 'n';
 		args[3] = TimestampTzGetDatum(now);
@@ -576,8 +589,12 @@ StoreFail(pg_uuid_t *id, text *owner, text *error, TimestampTz now)
 	{
 		int64		delay = BackoffDelaySeconds(attempts, outbox_backoff_seconds,
 												outbox_backoff_max_seconds);
+		TimestampTz next = now + delay * USECS_PER_SEC;
 
-		args[2] = TimestampTzGetDatum(now + delay * USECS_PER_SEC);
+		if (retry_at != 0)
+			next = Max(now, Min(retry_at, now +
+								(int64) outbox_backoff_max_seconds * USECS_PER_SEC));
+		args[2] = TimestampTzGetDatum(next);
 		nulls[3] = 'n';
 	}
 	(void) SpiExecute(&stmt_fail_update[obx_v()], args, nulls, false, 0);

@@ -92,6 +92,8 @@ extern int	StoreClaimDelivered(const ClaimRequest *req, List **messages);
 extern bool StoreComplete(pg_uuid_t *id, text *owner, TimestampTz now);
 extern int64 StoreCompleteMany(ArrayType *ids, text *owner, TimestampTz now);
 extern bool StoreFail(pg_uuid_t *id, text *owner, text *error, TimestampTz now);
+extern bool StoreFailAt(pg_uuid_t *id, text *owner, text *error,
+						TimestampTz now, TimestampTz retry_at, bool dead);
 extern bool StoreExtend(pg_uuid_t *id, text *owner, int lease_seconds,
 						TimestampTz now);
 extern int64 StoreRelease(ArrayType *ids, text *owner);

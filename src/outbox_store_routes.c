@@ -56,6 +56,16 @@ static SavedStatement stmt_route_set = {
 	ROUTE_SET_ARGS
 };
 
+/* 1.3: an HTTP route's url, CA file and the fingerprint of its secret */
+static SavedStatement stmt_route_set_v13 = {
+	ROUTE_SET(", created_by_role, url, ca_file, secret_fingerprint", ", $8, $9, $10, $11")
+	ROUTE_SET_BREAKER ", created_by_role = excluded.created_by_role, url = excluded.url,"
+	" ca_file = excluded.ca_file, secret_fingerprint = excluded.secret_fingerprint",
+	SPI_OK_INSERT,
+	11, {TEXTOID, TEXTOID, TEXTOID, NAMEOID, TEXTOID, NAMEOID, TIMESTAMPTZOID, REGROLEOID,
+		TEXTOID, TEXTOID, TEXTOID}
+};
+
 static SavedStatement stmt_route_set_v11 = {
 	ROUTE_SET("", "") ROUTE_SET_BREAKER,
 	SPI_OK_INSERT,
@@ -101,6 +111,13 @@ static SavedStatement stmt_route_list = {
 	1, {TEXTOID}
 };
 
+static SavedStatement stmt_route_list_v13 = {
+	ROUTE_LIST("paused_until, consecutive_failures",
+			   "created_by_role::pg_catalog.oid, created_by_role IS NOT NULL, url, ca_file"),
+	SPI_OK_SELECT,
+	1, {TEXTOID}
+};
+
 static SavedStatement stmt_route_list_v11 = {
 	ROUTE_LIST("paused_until, consecutive_failures", ROUTE_LIST_NO_ROLE),
 	SPI_OK_SELECT,
@@ -136,17 +153,18 @@ static SavedStatement stmt_message_on_channel = {
 	1, {UUIDOID}
 };
 
-/* The arguments of stmt_route_set */
+/* The arguments of stmt_route_set_v13, of which the others take the first 8 */
 typedef struct RouteArgs
 {
-	Datum		values[8];
-	char		nulls[8];
+	Datum		values[11];
+	char		nulls[11];
 	NameData	server;
 	NameData	creator;
 } RouteArgs;
 
 static bool obx_routes_have_breaker(void);
 static bool obx_routes_have_role(void);
+static bool obx_routes_have_http(void);
 static SavedStatement *obx_route_set(void);
 static void obx_route_args(RouteArgs *a, text *topic, const char *target,
 						   Oid creator);
@@ -178,12 +196,27 @@ obx_routes_have_role(void)
 		get_attnum(routes, "created_by_role") != InvalidAttrNumber;
 }
 
+/*
+ * Whether outbox.routes has the columns of HTTP routes (version 1.3 and
+ * later).
+ */
+static bool
+obx_routes_have_http(void)
+{
+	Oid			routes = get_relname_relid("routes",
+										   get_namespace_oid("outbox", false));
+
+	return OidIsValid(routes) && get_attnum(routes, "url") != InvalidAttrNumber;
+}
+
 /* The statement that sets a route, for the version of the tables */
 static SavedStatement *
 obx_route_set(void)
 {
 	if (!obx_routes_have_breaker())
 		return &stmt_route_set_v10;
+	if (obx_routes_have_http())
+		return &stmt_route_set_v13;
 	return obx_routes_have_role() ? &stmt_route_set : &stmt_route_set_v11;
 }
 
@@ -203,6 +236,8 @@ obx_route_args(RouteArgs *a, text *topic, const char *target, Oid creator)
 	a->values[5] = NameGetDatum(&a->creator);
 	a->values[6] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	a->values[7] = ObjectIdGetDatum(creator);
+	a->values[8] = a->values[9] = a->values[10] = (Datum) 0;
+	a->nulls[8] = a->nulls[9] = a->nulls[10] = 'n';
 }
 
 /* Create or replace the route of topic: pg_notify on channel. */
@@ -233,6 +268,39 @@ StoreRouteSetRemote(text *topic, const char *server, const char *command,
 	(void) SpiRun(obx_route_set(), a.values, a.nulls);
 }
 
+/*
+ * Create or replace the route of topic: POST to url, verified with ca_file
+ * (NULL: the system's store), signed with the secret whose fingerprint is
+ * given (NULL: unsigned).  The secret itself is stored apart
+ * (StoreHttpSetSecrets).  Needs the tables of 1.3.
+ */
+void
+StoreRouteSetHttp(text *topic, const char *url, const char *ca_file,
+				  const char *fingerprint, Oid creator)
+{
+	RouteArgs	a;
+
+	if (!obx_routes_have_http())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the outbox tables of this database have no HTTP routes yet"),
+				 errhint("Run ALTER EXTENSION krizaka_outbox UPDATE.")));
+	obx_route_args(&a, topic, "http", creator);
+	a.values[8] = CStringGetTextDatum(url);
+	a.nulls[8] = ' ';
+	if (ca_file != NULL)
+	{
+		a.values[9] = CStringGetTextDatum(ca_file);
+		a.nulls[9] = ' ';
+	}
+	if (fingerprint != NULL)
+	{
+		a.values[10] = CStringGetTextDatum(fingerprint);
+		a.nulls[10] = ' ';
+	}
+	(void) SpiRun(&stmt_route_set_v13, a.values, a.nulls);
+}
+
 /* Remove the route of topic; false when there was none. */
 bool
 StoreRouteDelete(text *topic)
@@ -259,6 +327,7 @@ StoreRouteList(text *topic)
 
 	SpiConnect();
 	n = SpiExecute(!obx_routes_have_breaker() ? &stmt_route_list_v10 :
+				   obx_routes_have_http() ? &stmt_route_list_v13 :
 				   obx_routes_have_role() ? &stmt_route_list : &stmt_route_list_v11,
 				   args, nulls, true, 0);
 	for (i = 0; i < n; i++)
@@ -274,6 +343,7 @@ StoreRouteList(text *topic)
 		r->topic = SPI_getvalue(tup, desc, 1);
 		target = SPI_getvalue(tup, desc, 2);
 		r->remote = (strcmp(target, "remote") == 0);
+		r->http = (strcmp(target, "http") == 0);
 		r->channel = SPI_getvalue(tup, desc, 3);
 		r->server = SPI_getvalue(tup, desc, 4);
 		r->command = SPI_getvalue(tup, desc, 5);
@@ -286,6 +356,11 @@ StoreRouteList(text *topic)
 		if (isnull)
 			r->creator = InvalidOid;
 		r->creator_by_role = DatumGetBool(SPI_getbinval(tup, desc, 11, &isnull));
+		if (desc->natts >= 13)
+		{
+			r->url = SPI_getvalue(tup, desc, 12);
+			r->ca_file = SPI_getvalue(tup, desc, 13);
+		}
 		routes = lappend(routes, r);
 		MemoryContextSwitchTo(spi);
 	}

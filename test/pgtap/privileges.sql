@@ -67,9 +67,12 @@ GRANT EXECUTE ON FUNCTION outbox.route_notify(text, text),
                           outbox.retry_dead_topic(text),
                           outbox.purge(interval, bigint),
                           outbox.drain_once(text),
-                          outbox.worker_status()
+                          outbox.worker_status(),
+                          outbox.route_http(text, text, text, jsonb, text),
+                          outbox.rotate_http_secret(text, text, interval),
+                          outbox.webhook_signature(text, text, bigint, text)
       TO outbox_test_operator;
-GRANT SELECT ON outbox.routes, outbox.topic_stats TO outbox_test_operator;
+GRANT SELECT ON outbox.routes, outbox.topic_stats, outbox.route_http_stats TO outbox_test_operator;
 
 -- what each role holds: exactly its grants
 SELECT schema_privs_are('outbox', r, CASE WHEN r = 'outbox_test_nobody' THEN '{}'::text[] ELSE ARRAY['USAGE'] END,
@@ -80,7 +83,7 @@ SELECT schema_privs_are('outbox', r, CASE WHEN r = 'outbox_test_nobody' THEN '{}
 SELECT table_privs_are('outbox', t, r, '{}'::text[], format('%s: no privilege on outbox.%s', r, t))
   FROM unnest(ARRAY['outbox_test_writer', 'outbox_test_worker', 'outbox_test_operator',
                     'outbox_test_nobody']::name[]) AS r,
-       unnest(ARRAY['message', 'processed']::name[]) AS t;
+       unnest(ARRAY['message', 'processed', 'route_secrets']::name[]) AS t;
 -- the routes and the statistics: SELECT for the operator, nothing for the others
 SELECT table_privs_are('outbox', t, r,
                        CASE WHEN r = 'outbox_test_operator' THEN ARRAY['SELECT'] ELSE '{}'::text[] END,
@@ -88,7 +91,7 @@ SELECT table_privs_are('outbox', t, r,
                               CASE WHEN r = 'outbox_test_operator' THEN 'SELECT' ELSE 'no privilege' END, t))
   FROM unnest(ARRAY['outbox_test_writer', 'outbox_test_worker', 'outbox_test_operator',
                     'outbox_test_nobody']::name[]) AS r,
-       unnest(ARRAY['routes', 'topic_stats']::name[]) AS t;
+       unnest(ARRAY['routes', 'topic_stats', 'route_http_stats']::name[]) AS t;
 
 CREATE TEMP TABLE recipe (fn name, args name[], role name) ON COMMIT DROP;
 INSERT INTO recipe VALUES
@@ -111,7 +114,10 @@ INSERT INTO recipe VALUES
     ('retry_dead_topic', '{text}', 'outbox_test_operator'),
     ('purge', '{interval,bigint}', 'outbox_test_operator'),
     ('drain_once', '{text}', 'outbox_test_operator'),
-    ('worker_status', '{}', 'outbox_test_operator');
+    ('worker_status', '{}', 'outbox_test_operator'),
+    ('route_http', '{text,text,text,jsonb,text}', 'outbox_test_operator'),
+    ('rotate_http_secret', '{text,text,interval}', 'outbox_test_operator'),
+    ('webhook_signature', '{text,text,bigint,text}', 'outbox_test_operator');
 -- the recipe names every function of the extension
 SELECT set_eq($$SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace$$,
               $$SELECT fn FROM recipe$$,
@@ -272,7 +278,9 @@ SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), '42501', 'operator: '
                ('cannot read an envelope by id', $$SELECT outbox.envelope_by_id('00000000-0000-7000-8000-000000000021')$$),
                ('cannot insert into outbox.routes', $$INSERT INTO outbox.routes (topic, target, channel) VALUES ('x', 'notify', 'x')$$),
                ('cannot update outbox.routes', $$UPDATE outbox.routes SET channel = 'elsewhere'$$),
-               ('cannot delete from outbox.routes', $$DELETE FROM outbox.routes$$)) AS v(what, stmt);
+               ('cannot delete from outbox.routes', $$DELETE FROM outbox.routes$$),
+               ('cannot read the secrets of HTTP routes', $$SELECT secret FROM outbox.route_secrets$$),
+               ('cannot write the counters of HTTP routes', $$DELETE FROM outbox.route_http_stats$$)) AS v(what, stmt);
 
 -- what the operator may read holds no payload: counts and routes only
 SELECT is_empty($$SELECT a.attrelid::regclass, a.attname FROM pg_attribute a

@@ -14,7 +14,8 @@ SELECT ok(NOT (SELECT extrelocatable FROM pg_extension WHERE extname = 'krizaka_
 SELECT has_schema('outbox', 'schema outbox exists');
 
 -- the tables, and nothing else that holds rows
-SELECT tables_are('outbox', ARRAY['message', 'processed', 'routes'], 'outbox has exactly the tables message, processed and routes');
+SELECT tables_are('outbox', ARRAY['message', 'processed', 'routes', 'route_secrets', 'route_http_stats'],
+                  'outbox has exactly the tables message, processed, routes, route_secrets and route_http_stats');
 SELECT is_empty($$SELECT c.relname FROM pg_class c
                    WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('m', 'f', 'p')$$,
                 'outbox has no materialized views, foreign or partitioned tables');
@@ -178,12 +179,15 @@ SELECT results_eq(
              ('paused_until', 'timestamp with time zone', false, NULL),
              ('consecutive_failures', 'integer', true, '0'),
              ('last_failure', 'text', false, NULL),
-             ('created_by_role', 'regrole', false, NULL)$$,
+             ('created_by_role', 'regrole', false, NULL),
+             ('url', 'text', false, NULL),
+             ('ca_file', 'text', false, NULL),
+             ('secret_fingerprint', 'text', false, NULL)$$,
     'outbox.routes: columns in order, with types, NOT NULL and defaults');
 SELECT columns_are('outbox', 'routes', ARRAY['topic', 'target', 'channel', 'server', 'command', 'created_by', 'created_at',
                                              'paused_until', 'consecutive_failures', 'last_failure',
-                                             'created_by_role'],
-                   'outbox.routes has exactly its eleven columns');
+                                             'created_by_role', 'url', 'ca_file', 'secret_fingerprint'],
+                   'outbox.routes has exactly its fourteen columns');
 SELECT col_is_pk('outbox', 'routes', 'topic', 'outbox.routes: primary key (topic)');
 SELECT index_is_primary('outbox', 'routes', 'routes_pkey', 'routes_pkey is the primary key of outbox.routes');
 SELECT indexes_are('outbox', 'routes', ARRAY['routes_pkey'], 'outbox.routes has exactly its primary key index');
@@ -198,11 +202,13 @@ SELECT is_empty($$SELECT tgname FROM pg_trigger WHERE tgrelid = 'outbox.routes':
                 'outbox.routes has no triggers');
 
 -- the check: a NOTIFY route has a channel and nothing else, a remote route
--- a server and a command and no channel
+-- a server and a command and no channel, an HTTP route a url alone
 SELECT lives_ok($$INSERT INTO outbox.routes (topic, target, channel) VALUES ('schema n', 'notify', 'ch')$$,
                 'outbox.routes takes a NOTIFY route: target notify and a channel');
 SELECT lives_ok($$INSERT INTO outbox.routes (topic, target, server, command) VALUES ('schema r', 'remote', 's', 'SELECT $1')$$,
                 'outbox.routes takes a remote route: target remote, a server and a command');
+SELECT lives_ok($$INSERT INTO outbox.routes (topic, target, url) VALUES ('schema h', 'http', 'https://example.com/')$$,
+                'outbox.routes takes an HTTP route: target http and a url');
 SELECT results_eq($$SELECT created_by, created_at FROM outbox.routes WHERE topic = 'schema n'$$,
                   $$VALUES (current_user::name, now())$$,
                   'created_by and created_at default to the current role and the transaction''s time');
@@ -215,12 +221,33 @@ SELECT throws_ok(format('INSERT INTO outbox.routes (topic, target, channel, serv
                ('a remote route without command', 'c5', $$'remote', NULL, 's', NULL$$),
                ('a remote route with a channel', 'c6', $$'remote', 'ch', 's', 'SELECT $1'$$),
                ('another target', 'c7', $$'webhook', 'ch', NULL, NULL$$),
+               ('an HTTP route without url', 'c9', $$'http', NULL, NULL, NULL$$),
+               ('an HTTP route with a channel', 'c10', $$'http', 'ch', NULL, NULL$$),
                ('a target in upper case', 'c8', $$'NOTIFY', 'ch', NULL, NULL$$)) AS v(what, topic, vals);
 SELECT throws_ok($$INSERT INTO outbox.routes (topic, target, channel) VALUES ('schema n', 'notify', 'other')$$,
                  '23505', NULL, 'outbox.routes refuses a second route for a topic');
 SELECT throws_ok($$INSERT INTO outbox.routes (topic, target, channel) VALUES (NULL, 'notify', 'ch')$$,
                  '23502', NULL, 'outbox.routes refuses a NULL topic');
-DELETE FROM outbox.routes WHERE topic IN ('schema n', 'schema r');
+SELECT throws_ok($$INSERT INTO outbox.routes (topic, target, channel, url) VALUES ('c11', 'notify', 'ch', 'https://example.com/')$$,
+                 '23514', NULL, 'outbox.routes refuses a NOTIFY route with a url');
+DELETE FROM outbox.routes WHERE topic IN ('schema n', 'schema r', 'schema h');
+
+--
+-- outbox.route_secrets and outbox.route_http_stats: the secrets and headers
+-- of HTTP routes, and their counters
+--
+SELECT columns_are('outbox', 'route_secrets', ARRAY['topic', 'secret', 'previous_secret', 'previous_until', 'headers'],
+                   'outbox.route_secrets has exactly its five columns');
+SELECT col_is_pk('outbox', 'route_secrets', 'topic', 'outbox.route_secrets: primary key (topic)');
+SELECT columns_are('outbox', 'route_http_stats',
+                   ARRAY['topic', 'calls_2xx', 'calls_3xx', 'calls_4xx', 'calls_5xx', 'calls_failed',
+                         'latency_seconds_total', 'last_status', 'last_latency_ms', 'last_call_at'],
+                   'outbox.route_http_stats has exactly its ten columns');
+SELECT col_is_pk('outbox', 'route_http_stats', 'topic', 'outbox.route_http_stats: primary key (topic)');
+SELECT ok((SELECT pg_catalog.array_position(e.extconfig, 'outbox.route_secrets'::regclass) IS NOT NULL
+                  AND pg_catalog.array_position(e.extconfig, 'outbox.route_http_stats'::regclass) IS NULL
+             FROM pg_extension e WHERE e.extname = 'krizaka_outbox'),
+          'pg_dump keeps the secrets of HTTP routes, not their counters');
 
 --
 -- outbox.topic_stats: a view of counts per topic, no message content

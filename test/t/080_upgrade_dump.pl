@@ -145,7 +145,15 @@ $node->safe_psql('src', q{
 	CREATE SERVER inbox FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host 'localhost', dbname 'inbox');
 	CREATE USER MAPPING FOR CURRENT_USER SERVER inbox OPTIONS (user 'someone', password 'secret');
 	SELECT outbox.route_remote('credits', 'inbox', 'INSERT INTO t VALUES ($1)');
+	SELECT outbox.route_http('hooks', 'https://hooks.example.com/in',
+		'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', '{"Authorization": "Bearer t0ken"}');
 });
+my $http_sql = q{
+	SELECT r.url || ' ' || r.secret_fingerprint || ' ' || s.secret || ' ' || s.headers::text
+	  FROM outbox.routes r JOIN outbox.route_secrets s USING (topic)
+};
+my $http_before = $node->safe_psql('src', $http_sql);
+like($http_before, qr{^https://hooks\.example\.com/in [0-9a-f]{16} whsec_MfKQ}, 'the HTTP route, its secret and its headers');
 my $before = $node->safe_psql('src', $fingerprint_sql);
 my $dump = $node->basedir . '/src.dump';
 $node->command_ok([ 'pg_dump', '-Fc', '-d', $node->connstr('src'), '-f', $dump ], 'pg_dump');
@@ -161,7 +169,8 @@ is($new->safe_psql('src', $fingerprint_sql), $before, 'messages, markers and rou
 is($new->safe_psql('src', q{
 	SELECT string_agg(topic || ' ' || (created_by_role::oid = (SELECT oid FROM pg_roles WHERE rolname = created_by))::text, ', ' ORDER BY topic)
 	  FROM outbox.routes}),
-	'credits true, live true', "the routes' creators are restored as the roles of that name");
+	'credits true, hooks true, live true', "the routes' creators are restored as the roles of that name");
+is($new->safe_psql('src', $http_sql), $http_before, "the HTTP route's secret and headers are restored");
 is($new->safe_psql('src', q{SELECT count(*) FROM outbox.message WHERE leased_until IS NOT NULL}),
 	'1', 'the lease in flight is restored too');
 is($new->safe_psql('src', q{

@@ -1,8 +1,9 @@
 # monitoring/queries.yaml with the real prometheus-postgres-exporter: the
 # exporter connects as a role with pg_monitor and the documented monitoring
 # grants only, and /metrics shows exactly the messages of two topics in
-# every state, the age of their oldest undelivered message, the pause of a
-# route, the drain worker's state and the age of its last error; once the
+# every state, the age of their oldest undelivered message, the pause and
+# the stop of a route, the counters of an HTTP route's calls, the drain
+# worker's state and the age of its last error; once the
 # server is gone, pg_up is 0.  The exporter is stopped by its pid whatever
 # happens.
 use strict;
@@ -30,7 +31,7 @@ remote_server($node, 'app', 'inbox', 'postgres');
 $node->safe_psql('app', q{
 	CREATE ROLE krizaka_exporter LOGIN IN ROLE pg_monitor;
 	GRANT USAGE ON SCHEMA outbox TO krizaka_exporter;
-	GRANT SELECT ON outbox.topic_stats TO krizaka_exporter;
+	GRANT SELECT ON outbox.topic_stats, outbox.route_http_stats TO krizaka_exporter;
 	GRANT EXECUTE ON FUNCTION outbox.worker_status() TO krizaka_exporter;
 });
 
@@ -71,6 +72,14 @@ $node->safe_psql('app', q{
 	SELECT outbox.route_remote('mail', 'inbox', 'SELECT $1::text');
 	UPDATE outbox.routes SET paused_until = now() + interval '1 hour' WHERE topic = 'mail';
 	COMMIT;
+});
+# An HTTP route with no message, and its counters as delivery writes them.
+$node->safe_psql('app', q{
+	SELECT outbox.route_http('hooks', 'https://hooks.example.com/outbox');
+	INSERT INTO outbox.route_http_stats VALUES ('hooks', 7, 1, 2, 3, 4, 1.25, 503, 12.5, now())
+	    ON CONFLICT (topic) DO UPDATE SET calls_2xx = 7, calls_3xx = 1, calls_4xx = 2, calls_5xx = 3,
+	        calls_failed = 4, latency_seconds_total = 1.25, last_status = 503, last_latency_ms = 12.5,
+	        last_call_at = now();
 });
 is($node->safe_psql('app', q{SELECT string_agg(format('%s:%s/%s/%s/%s/%s', topic, due, delayed, leased, dead, delivered), ' ' ORDER BY topic) FROM outbox.topic_stats}),
 	'mail:1/0/0/2/1 orders:3/2/1/1/2', 'the messages are in their states');
@@ -200,6 +209,22 @@ is_deeply(
 	series($m, 'krizaka_outbox_topic_route_paused'),
 	{ 'datname="app",topic="mail"' => 1, 'datname="app",topic="orders"' => 0 },
 	'krizaka_outbox_topic_route_paused: mail\'s route is paused, orders has none');
+is_deeply(
+	series($m, 'krizaka_outbox_topic_route_stopped'),
+	{ 'datname="app",topic="mail"' => 0, 'datname="app",topic="orders"' => 0 },
+	'krizaka_outbox_topic_route_stopped: no route is stopped');
+is_deeply(
+	series($m, 'krizaka_outbox_http_calls_total'),
+	{
+		'class="2xx",datname="app",topic="hooks"' => 7,
+		'class="3xx",datname="app",topic="hooks"' => 1,
+		'class="4xx",datname="app",topic="hooks"' => 2,
+		'class="5xx",datname="app",topic="hooks"' => 3,
+		'class="failed",datname="app",topic="hooks"' => 4,
+	},
+	'krizaka_outbox_http_calls_total: the HTTP route\'s calls by class');
+is_deeply(series($m, 'krizaka_outbox_http_latency_seconds_total'), { 'datname="app",topic="hooks"' => 1.25 },
+	'krizaka_outbox_http_latency_seconds_total: the time its calls took');
 is_deeply(series($m, 'krizaka_outbox_worker_status'), worker_series('sleeping'),
 	'krizaka_outbox_worker_status: the worker sleeps, one series per state');
 is_deeply(series($m, 'krizaka_outbox_worker_last_error_age_seconds'), {},
@@ -217,6 +242,15 @@ is_deeply(
 	[ map { $m->{qq{krizaka_outbox_messages{datname="app",state="$_",topic="orders"}}} } @states ],
 	[ 2, 2, 1, 1, 3 ], 'orders: one due message less, one delivered more');
 is($m->{'krizaka_outbox_topic_route_paused{datname="app",topic="mail"}'}, 0, 'mail\'s route is no longer paused');
+
+# A route paused until infinity, as a 410 stops an HTTP route.
+$node->safe_psql('app', q{UPDATE outbox.routes SET paused_until = 'infinity' WHERE topic = 'mail'});
+($m) = scrape_until(
+	sub { ($_[0]{'krizaka_outbox_topic_route_stopped{datname="app",topic="mail"}'} // 0) == 1 },
+	'the exporter shows the stopped route');
+is($m->{'krizaka_outbox_topic_route_paused{datname="app",topic="mail"}'}, 1, 'a stopped route is paused too');
+is($m->{'krizaka_outbox_topic_route_stopped{datname="app",topic="orders"}'}, 0, 'and orders has none');
+$node->safe_psql('app', q{UPDATE outbox.routes SET paused_until = NULL WHERE topic = 'mail'});
 
 # 2. A worker role that does not exist: no worker runs; the error is current.
 $node->safe_psql('postgres', q{ALTER SYSTEM SET outbox.worker_role = 'no_such_role'});

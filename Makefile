@@ -16,6 +16,7 @@ OBJS = \
 	src/outbox_envelope.o \
 	src/outbox_error.o \
 	src/outbox_guc.o \
+	src/outbox_http_addr.o \
 	src/outbox_identity.o \
 	src/outbox_launcher.o \
 	src/outbox_notify.o \

@@ -18,6 +18,9 @@ OBJS = \
 	src/outbox_envelope.o \
 	src/outbox_error.o \
 	src/outbox_guc.o \
+	src/outbox_http_addr.o \
+	src/outbox_http_call.o \
+	src/outbox_http_conn.o \
 	src/outbox_http_sign.o \
 	src/outbox_identity.o \
 	src/outbox_launcher.o \
@@ -49,6 +52,8 @@ PGFILEDESC = "krizaka_outbox - transactional outbox"
 # user's build); test/run, and so make test and CI, build with COPT=-Werror.
 PG_CPPFLAGS = -I$(libpq_srcdir) -Wall
 SHLIB_LINK_INTERNAL = $(libpq)
+# HTTP routes call their endpoints with libcurl (7.85 or later is best)
+SHLIB_LINK = $(shell curl-config --libs 2>/dev/null || echo -lcurl)
 
 # pg_regress: sql/*.sql against expected/*.out, in this order
 REGRESS = $(shell cat test/regress_schedule)

@@ -37,6 +37,7 @@
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/rel.h"
 #if PG_VERSION_NUM >= 160000
 #include "varatt.h"				/* VARDATA and the like, no longer in postgres.h */
@@ -240,6 +241,31 @@ ObxExtensionOid(const char *extname)
 	pg_b64_encode((const char *) (src), (len), (dst), (dstlen))
 #define ObxB64Decode(src, len, dst, dstlen) \
 	pg_b64_decode((src), (len), (char *) (dst), (dstlen))
+#endif
+
+/*
+ * The memory of a GUC check hook's *extra, which the GUC machinery frees:
+ * up to 15 it calls free(), so the hook allocates with malloc(); from 16
+ * it frees in its own memory context, and guc_malloc() allocates there.
+ * Either returns NULL, having reported at elevel, when memory runs out;
+ * ObxGucFree frees what it returned.
+ */
+#if PG_VERSION_NUM >= 160000
+#define ObxGucMalloc(elevel, size)	guc_malloc((elevel), (size))
+#define ObxGucFree(ptr)				guc_free(ptr)
+#else
+#define ObxGucFree(ptr)				free(ptr)
+static inline void *
+ObxGucMalloc(int elevel, size_t size)
+{
+	void	   *ptr = malloc(size);
+
+	if (ptr == NULL)
+		ereport(elevel,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	return ptr;
+}
 #endif
 
 #endif							/* OUTBOX_COMPAT_H */

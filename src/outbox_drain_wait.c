@@ -215,7 +215,9 @@ obx_wait_once(TimestampTz end, volatile sig_atomic_t *waiting)
 			continue;
 		}
 		events = BatchCallSocket(f->call, &sock);
-		if (events == 0)		/* ended: it could not land, try again */
+		if (events == 0 && BatchCallPending(f->call))	/* waits on its time */
+			until = Min(until, BatchCallDeadline(f->call));
+		else if (events == 0)	/* ended: it could not land, try again */
 			until = Min(until, TimestampTzPlusMilliseconds(now, OBX_LAND_RETRY_MS));
 		else if (sock == PGINVALID_SOCKET)	/* its next step ends it */
 			until = now;

@@ -2,7 +2,8 @@
  *
  * outbox_http.h
  *		HTTP routes (webhooks): a call that POSTs one envelope and never
- *		blocks (outbox_http_call.c), the addresses a call may connect to
+ *		blocks (outbox_http_call.c, on the connections of
+ *		outbox_http_conn.c), the addresses a call may connect to
  *		(outbox_http_addr.c), and the signatures of the Standard Webhooks
  *		specification (outbox_http_sign.c).
  *

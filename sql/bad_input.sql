@@ -45,6 +45,7 @@ LANGUAGE sql AS $$
                || '#' || coalesce((SELECT string_agg(p::text, '|' ORDER BY p.consumer, p.message_id)
                                      FROM outbox.processed p), '')
                || '#' || coalesce((SELECT string_agg(r::text, '|' ORDER BY r.topic) FROM outbox.routes r), '')
+               || '#' || coalesce((SELECT string_agg(s::text, '|' ORDER BY s.topic) FROM outbox.route_secrets s), '')
                || '#' || coalesce((SELECT string_agg(v::text, '|' ORDER BY v.note) FROM bad_input.victim v), ''))
 $$;
 
@@ -105,6 +106,7 @@ $$;
 --   b005 topic routed, due, routed to NOTIFY  (drain_once)
 --   a marker of consumer "c" for b001         (consume_once)
 --   a foreign server for remote routes, never connected to
+--   an HTTP route of topic bi_http, with a secret (rotate_http_secret)
 --
 CREATE FUNCTION bad_input.id(n integer) RETURNS uuid
 LANGUAGE sql IMMUTABLE AS $$
@@ -124,6 +126,7 @@ SELECT id, attempts FROM outbox.claim('w', 'bi_done');
 SELECT outbox.complete(bad_input.id(3), 'w');
 SELECT outbox.consume_once('c', bad_input.id(1));
 SELECT outbox.route_notify('routed', 'routed_events');
+SELECT outbox.route_http('bi_http', 'https://hooks.example.com/bi', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
 UPDATE outbox.message SET created_at = '2024-01-02 03:04:05.678+00';
 CREATE EXTENSION dblink;
 CREATE SERVER bad_input_srv FOREIGN DATA WRAPPER dblink_fdw
@@ -385,6 +388,21 @@ INSERT INTO bad_input.call VALUES
     ('route_remote', 2, 'server', 'name', $$SELECT outbox.route_remote('bi', %v, 'SELECT $1')$$, NULL),
     ('route_remote', 3, 'command', 'command', $$SELECT outbox.route_remote('bi', 'bad_input_srv', %v)$$,
      $$SELECT 'stored ' || length(command) || ' characters' FROM outbox.routes WHERE topic = 'bi'$$),
+    ('route_http', 1, 'topic', 'text', $$SELECT outbox.route_http(%v, 'https://hooks.example.com/in')$$, NULL),
+    ('route_http', 2, 'url', 'text', $$SELECT outbox.route_http('bi', %v)$$,
+     $$SELECT 'stored ' || bad_input.show(url) FROM outbox.routes WHERE topic = 'bi'$$),
+    ('route_http', 3, 'secret', 'text', $$SELECT outbox.route_http('bi', 'https://hooks.example.com/in', %v)$$, NULL),
+    ('route_http', 4, 'headers', 'jsonb', $$SELECT outbox.route_http('bi', 'https://hooks.example.com/in', NULL, %v)$$,
+     $$SELECT 'headers ' || bad_input.show(headers::text) FROM outbox.route_secrets WHERE topic = 'bi'$$),
+    ('route_http', 5, 'ca_file', 'text', $$SELECT outbox.route_http('bi', 'https://hooks.example.com/in', NULL, NULL, %v)$$, NULL),
+    ('rotate_http_secret', 1, 'topic', 'text', $$SELECT outbox.rotate_http_secret(%v, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')$$, NULL),
+    ('rotate_http_secret', 2, 'new_secret', 'text', $$SELECT outbox.rotate_http_secret('bi_http', %v)$$, NULL),
+    ('rotate_http_secret', 3, 'keep_old_for', 'interval', $$SELECT outbox.rotate_http_secret('bi_http', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', %v)$$,
+     $$SELECT 'old secret kept ' || CASE WHEN previous_until > now() THEN 'a while' ELSE 'not at all' END FROM outbox.route_secrets WHERE topic = 'bi_http'$$),
+    ('webhook_signature', 1, 'secret', 'text', $$SELECT outbox.webhook_signature(%v, 'msg_1', 1614265330, '{}')$$, NULL),
+    ('webhook_signature', 2, 'msg_id', 'text', $$SELECT outbox.webhook_signature('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', %v, 1614265330, '{}')$$, NULL),
+    ('webhook_signature', 3, 'ts', 'bigint', $$SELECT outbox.webhook_signature('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_1', %v, '{}')$$, NULL),
+    ('webhook_signature', 4, 'body', 'text', $$SELECT outbox.webhook_signature('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_1', 1614265330, %v)$$, NULL),
     ('unroute', 1, 'topic', 'text', $$SELECT outbox.unroute(%v)$$, NULL),
     ('check_route', 1, 'topic', 'text', $$SELECT count(*) FROM outbox.check_route(%v)$$, NULL),
     ('drain_once', 1, 'topic', 'text', $$SELECT outbox.drain_once(%v)$$, NULL);

@@ -77,7 +77,11 @@ outbox_route_http(PG_FUNCTION_ARGS)
 
 	/* a SECURITY DEFINER function: the session's role made the route */
 	StoreRouteSetHttp(topic, url, ca_file, fingerprint, GetOuterUserId());
-	StoreHttpSetSecrets(topic, secret ? text_to_cstring(secret) : NULL, headers);
+	if (secret == NULL && headers == NULL)
+		StoreHttpDropSecrets(topic);
+	else
+		StoreHttpSetSecrets(topic, secret ? text_to_cstring(secret) : NULL,
+							headers);
 	RoutesChangedAtCommit();
 	PG_RETURN_VOID();
 }

@@ -223,7 +223,7 @@ obx_check_ca_file(text *ca_file, Oid caller)
 		!has_privs_of_role(caller, ROLE_PG_READ_SERVER_FILES))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to use a CA file"),
+				 errmsg("permission denied to use CA file"),
 				 errdetail("Only roles with privileges of the \"%s\" role may name a file of the server.",
 						   "pg_read_server_files")));
 	if (!is_absolute_path(path))

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(282);
+SELECT plan(324);
 
 CREATE TEMP TABLE fn (
     name name,

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(202);
+SELECT plan(229);
 
 --
 -- nothing for PUBLIC: not the schema, not the tables, not one function

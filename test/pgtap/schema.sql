@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(120);
+SELECT plan(129);
 
 -- the extension: version 1.2, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');

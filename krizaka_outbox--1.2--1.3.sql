@@ -92,7 +92,7 @@ COMMENT ON FUNCTION outbox.rotate_http_secret(text, text, interval) IS
 CREATE FUNCTION outbox.webhook_signature(secret text, msg_id text, ts bigint, body text)
 RETURNS text
 AS 'MODULE_PATHNAME', 'outbox_webhook_signature'
-LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 COMMENT ON FUNCTION outbox.webhook_signature(text, text, bigint, text) IS
     'Public: the webhook-signature (v1) that a route with secret sends for message msg_id at unix time ts with body.';

@@ -25,6 +25,7 @@
 
 #include "outbox_compat.h"
 #include "outbox_http.h"
+#include "outbox_validate.h"
 
 PG_FUNCTION_INFO_V1(outbox_webhook_signature);
 
@@ -151,13 +152,23 @@ WebhookSecretFingerprint(const char *secret)
 Datum
 outbox_webhook_signature(PG_FUNCTION_ARGS)
 {
-	char	   *secret = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	char	   *msg_id = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	int64		ts = PG_GETARG_INT64(2);
-	text	   *body = PG_GETARG_TEXT_PP(3);
+	char	   *secret;
+	char	   *msg_id;
+	int64		ts;
+	text	   *body;
 	uint8		key[WEBHOOK_KEY_MAX];
-	int			keylen = WebhookSecretKey(secret, key);
+	int			keylen;
 	char	   *sig;
+
+	CheckNotNull(PG_ARGISNULL(0), "secret");
+	CheckNotNull(PG_ARGISNULL(1), "msg_id");
+	CheckNotNull(PG_ARGISNULL(2), "ts");
+	CheckNotNull(PG_ARGISNULL(3), "body");
+	secret = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	msg_id = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	ts = PG_GETARG_INT64(2);
+	body = PG_GETARG_TEXT_PP(3);
+	keylen = WebhookSecretKey(secret, key);
 
 	sig = WebhookSignature(key, keylen, msg_id, ts, VARDATA_ANY(body),
 						   VARSIZE_ANY_EXHDR(body));

@@ -5,9 +5,9 @@ CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
 SELECT plan(129);
 
--- the extension: version 1.2, fixed in schema outbox
+-- the extension: version 1.3, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'), '1.2', 'version 1.2');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'), '1.3', 'version 1.3');
 SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'krizaka_outbox'),
           'pg_catalog', 'recorded in pg_catalog, its objects in its own schema outbox (as pg_cron does)');
 SELECT ok(NOT (SELECT extrelocatable FROM pg_extension WHERE extname = 'krizaka_outbox'), 'not relocatable');
@@ -274,13 +274,13 @@ SELECT columns_are('outbox', 'topic_stats',
                          'oldest_undelivered_age_seconds'],
                    'outbox.topic_stats has exactly its nine columns');
 
--- pg_dump keeps the rows of both tables
+-- pg_dump keeps the rows of the four tables
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c
                  WHERE e.extname = 'krizaka_outbox' ORDER BY 1),
-          ARRAY['outbox.message', 'outbox.message_seq', 'outbox.processed', 'outbox.routes'],
-          'the three tables and the sequence of positions are registered with pg_extension_config_dump');
+          ARRAY['outbox.message', 'outbox.message_seq', 'outbox.processed', 'outbox.route_secrets', 'outbox.routes'],
+          'the four tables and the sequence of positions are registered with pg_extension_config_dump');
 SELECT is((SELECT extcondition FROM pg_extension WHERE extname = 'krizaka_outbox'),
-          ARRAY['', '', '', ''],
+          ARRAY['', '', '', '', ''],
           'with no condition: every row is dumped');
 
 -- everything in the schema belongs to the extension; the schema does not

@@ -48,6 +48,7 @@ static bool obx_check_role(char **newval, void **extra, GucSource source);
 static bool obx_check_naptime(int *newval, void **extra, GucSource source);
 static bool obx_check_private_networks(char **newval, void **extra,
 									   GucSource source);
+static void obx_assign_allow_private(bool newval, void *extra);
 
 /* Define every setting; called from _PG_init on every load. */
 void
@@ -137,7 +138,7 @@ OutboxGucInit(void)
 							 &outbox_http_allow_private,
 							 false,
 							 PGC_SUSET, 0,
-							 NULL, NULL, NULL);
+							 NULL, obx_assign_allow_private, NULL);
 
 	DefineCustomStringVariable("outbox.http_private_networks",
 							   "Networks (a comma-separated list of CIDRs) that HTTP routes may reach although they are private.",
@@ -148,6 +149,13 @@ OutboxGucInit(void)
 							   obx_check_private_networks, HttpAssignPrivateNetworks, NULL);
 
 	obx_define_worker_settings();
+}
+
+/* a change of outbox.http_allow_private: connections kept open are not reused */
+static void
+obx_assign_allow_private(bool newval, void *extra)
+{
+	HttpFilterChanged();
 }
 
 /* the check of outbox.http_private_networks: outbox_http_addr.c parses it */

@@ -73,6 +73,8 @@ extern bool HttpAddressAllowed(const struct sockaddr *addr, socklen_t len,
 							   char *why, size_t whylen);
 extern bool HttpCheckPrivateNetworks(char **newval, void **extra);
 extern void HttpAssignPrivateNetworks(const char *newval, void *extra);
+extern void HttpFilterChanged(void);
+extern uint64 HttpFilterGeneration(void);
 
 /* Standard Webhooks signatures (outbox_http_sign.c) */
 #define WEBHOOK_SECRET_PREFIX	"whsec_"

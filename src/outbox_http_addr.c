@@ -138,6 +138,9 @@ static ObxEmbedding obx_embeddings[] = {
 /* the networks of outbox.http_private_networks; NULL: none */
 static const ObxNetList *obx_private_networks = NULL;
 
+/* bumped whenever the rules change: see HttpFilterChanged */
+static uint64 obx_filter_generation = 0;
+
 static bool obx_tables_parsed = false;
 
 static void obx_parse_tables(void);
@@ -444,4 +447,23 @@ void
 HttpAssignPrivateNetworks(const char *newval, void *extra)
 {
 	obx_private_networks = (const ObxNetList *) extra;
+	HttpFilterChanged();
+}
+
+/*
+ * The address filter may have changed (a setting was assigned): a
+ * connection kept open from before was judged by the old rules, so none
+ * is used again (outbox_http_conn.c compares generations).
+ */
+void
+HttpFilterChanged(void)
+{
+	obx_filter_generation++;
+}
+
+/* The generation of the filter's rules, for kept connections. */
+uint64
+HttpFilterGeneration(void)
+{
+	return obx_filter_generation;
 }

@@ -151,13 +151,21 @@ HttpConn *
 HttpConnTake(const char *url, const char *ca_file)
 {
 	char	   *key = obx_conn_key(url, ca_file);
-	dlist_iter	iter;
+	dlist_mutable_iter iter;
 	HttpConn   *conn;
 
-	dlist_foreach(iter, &obx_conns)
+	dlist_foreach_modify(iter, &obx_conns)
 	{
 		conn = dlist_container(HttpConn, node, iter.cur);
-		if (!conn->in_use && strcmp(conn->key, key) == 0)
+		if (conn->in_use)
+			continue;
+		/* opened under rules of the address filter that have changed */
+		if (conn->generation != HttpFilterGeneration())
+		{
+			HttpConnClose(conn);
+			continue;
+		}
+		if (strcmp(conn->key, key) == 0)
 		{
 			conn->in_use = true;
 			pfree(key);
@@ -189,6 +197,7 @@ HttpConnTake(const char *url, const char *ca_file)
 				 errdetail("libcurl could not make a handle.")));
 	}
 	conn->in_use = true;
+	conn->generation = HttpFilterGeneration();
 	dlist_push_head(&obx_conns, &conn->node);
 	return conn;
 }

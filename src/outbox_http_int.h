@@ -40,6 +40,7 @@ typedef struct HttpConn
 	CURLM	   *multi;
 	CURL	   *easy;
 	bool		in_use;			/* a call holds it */
+	uint64		generation;		/* of the address filter it was opened under */
 	bool		added;			/* easy is in multi: a transfer runs */
 	struct curl_slist *headers; /* the request's, for libcurl */
 

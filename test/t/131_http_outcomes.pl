@@ -77,8 +77,8 @@ for my $line (split /\n/, $node->safe_psql('app', q{
 # 1. 400 with a body: dead at once, last_error quotes the first kilobyte.
 ok(wait_for($node, 'app', "SELECT dead_at IS NOT NULL FROM outbox.message WHERE id = '$id{bad}'", 't', 15),
 	'400: the message is dead');
-is(row($id{bad}), "1|t|f|f|HTTP 400 from $url{bad}: " . substr($bad_body, 0, 1024),
-	'after one attempt, last_error "HTTP 400 from <url>: " and the first 1024 bytes of the 5120-byte body');
+is(row($id{bad}), "1|t|f|f|38000: HTTP 400 from $url{bad}: " . substr($bad_body, 0, 1024),
+	'after one attempt, last_error "38000: HTTP 400 from <url>: " and the first 1024 bytes of the 5120-byte body');
 is(scalar $rx->requests('/bad'), 1, 'one call only');
 
 # 2. 302: a failure that backs off; the Location is never visited.
@@ -173,7 +173,7 @@ is($node->safe_psql('postgres', q{
 	  FROM outbox.message}),
 	'dbad:1/false/true dgone:0/false/false dok:1/true/false', '422 kills its message, 410 releases its own untried');
 is($node->safe_psql('postgres', q{SELECT last_error FROM outbox.message WHERE topic = 'dbad'}),
-	'HTTP 422 from ' . $rx->url('/d-bad') . ': unprocessable', 'last_error of the 422');
+	'38000: HTTP 422 from ' . $rx->url('/d-bad') . ': unprocessable', 'last_error of the 422');
 is($node->safe_psql('postgres', q{SELECT paused_until FROM outbox.routes WHERE topic = 'dgone'}), 'infinity',
 	'and the route of the 410 is stopped');
 

@@ -102,7 +102,7 @@ $listener->quit;
 # lease when that comes first.
 $node->safe_psql('postgres', route_http('hang', $rx->url('/hang')));
 $node->safe_psql('postgres', q{SELECT outbox.append('hang', 'evt.x.v1', '{}')});
-for my $case ([ 'SET outbox.http_timeout_ms = 1000', 1 ], [ 'SET outbox.http_timeout_ms = 60000; SET outbox.lease_seconds = 4', 2 ])
+for my $case ([ 'SET outbox.http_timeout_ms = 1000', 1 ], [ 'SET outbox.http_timeout_ms = 60000; SET outbox.lease_seconds = 10', 5 ])
 {
 	my ($set, $limit) = @$case;
 	$node->safe_psql('postgres', q{UPDATE outbox.message SET available_at = now()});

@@ -1,7 +1,7 @@
 # An endpoint that hangs is contained.  While the calls of one HTTP route
-# wait for an answer that never comes, a NOTIFY route and a second HTTP
-# route served by the same worker keep delivering within 2 s of each
-# commit; each hanging call ends at outbox.http_timeout_ms (the receiver
+# wait for an answer that never comes, a NOTIFY route, a remote route and
+# a second HTTP route served by the same worker keep delivering within 2 s
+# of each commit; each hanging call ends at outbox.http_timeout_ms (the receiver
 # sees its connection closed then), its message failing with no harm to
 # the others.  drain_once holds a call to the same deadline, and to half a
 # lease when that is shorter.  The same worker process throughout.
@@ -24,6 +24,16 @@ outbox.lease_seconds = 30
 outbox.backoff_seconds = 60
 outbox.remote_pause_after = 10
 });
+$node->safe_psql('postgres', 'CREATE DATABASE inbox');
+$node->safe_psql('inbox', 'CREATE TABLE events (at timestamptz NOT NULL DEFAULT clock_timestamp(), env jsonb)');
+my $port = $node->port;
+my $host = $node->host;
+$node->safe_psql('app', qq{
+	CREATE EXTENSION dblink;
+	CREATE SERVER inbox FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$host', port '$port', dbname 'inbox');
+	CREATE USER MAPPING FOR CURRENT_USER SERVER inbox;
+	SELECT outbox.route_remote('far', 'inbox', 'INSERT INTO events (env) VALUES (\$1)');
+});
 $node->safe_psql('app', join(";\n", route_http('stuck', $rx->url('/hang')), route_http('fine', $rx->url('/fine')),
 	q{SELECT outbox.route_notify('live', 'live_events')}));
 my $wpid = worker_pid($node, 'app');
@@ -39,15 +49,17 @@ my ($first) = $rx->wait_requests('/hang', 1);
 ok($first, 'the first call hangs');
 
 # 2. Meanwhile, messages on the healthy routes, paced over the hang.
-my (@fine_s, @live_s, @fine_ids);
+my (@fine_s, @live_s, @far_s, @fine_ids);
 for my $i (1 .. 6)
 {
 	my $id = sprintf('0190a5a0-0000-7000-8000-0000000001%02d', $i);
 	my $live_id = sprintf('0190a5a0-0000-7000-8000-0000000002%02d', $i);
 	push @fine_ids, $id;
 	my $t = time();
+	my $far_id = sprintf('0190a5a0-0000-7000-8000-0000000003%02d', $i);
 	$node->safe_psql('app', "BEGIN; SELECT outbox.append('fine', 'evt.x.v1', '{}', '$id'); "
-		  . "SELECT outbox.append('live', 'evt.x.v1', '{\"n\": $i}', '$live_id'); COMMIT");
+		  . "SELECT outbox.append('live', 'evt.x.v1', '{\"n\": $i}', '$live_id'); "
+		  . "SELECT outbox.append('far', 'evt.x.v1', '{}', '$far_id'); COMMIT");
 	my ($r) = grep { $_->{headers}{'webhook-id'} eq $id } $rx->wait_requests('/fine', $i, 10);
 	push @fine_s, $r ? $r->{time} - $t : 999;
 	my $live = 999;
@@ -58,14 +70,26 @@ for my $i (1 .. 6)
 		usleep(10_000);
 	}
 	push @live_s, $live;
+	my $far = 999;
+	while (time() - $t < 10)
+	{
+		if ($node->safe_psql('inbox', "SELECT count(*) FROM events WHERE env->>'id' = '$far_id'") eq '1')
+		{
+			$far = time() - $t;
+			last;
+		}
+		usleep(10_000);
+	}
+	push @far_s, $far;
 	usleep(600_000);
 }
-diag(sprintf('healthy HTTP route (s): %s; NOTIFY (s): %s', join(' ', map { sprintf('%.3f', $_) } @fine_s),
-		join(' ', map { sprintf('%.3f', $_) } @live_s)));
+diag(sprintf('healthy HTTP route (s): %s; NOTIFY (s): %s; remote (s): %s', join(' ', map { sprintf('%.3f', $_) } @fine_s),
+		join(' ', map { sprintf('%.3f', $_) } @live_s), join(' ', map { sprintf('%.3f', $_) } @far_s)));
 for my $i (0 .. 5)
 {
 	cmp_ok($fine_s[$i], '<', 2, sprintf('HTTP message %d received %.3f s after its commit', $i + 1, $fine_s[$i]));
 	cmp_ok($live_s[$i], '<', 2, sprintf('notification %d heard %.3f s after its commit', $i + 1, $live_s[$i]));
+	cmp_ok($far_s[$i], '<', 2, sprintf('remote message %d inserted %.3f s after its commit', $i + 1, $far_s[$i]));
 }
 
 # every healthy request came while a hanging call was open

@@ -12,9 +12,12 @@
 // lease ends.  When a claim finds nothing the loop polls again after
 // poll_ms.
 //
-//   node bench/http_relay.js conninfo topic url count [batch] [poll_ms] [secret]
+//   node bench/http_relay.js conninfo topic url count [batch] [poll_ms] [secret] [now|usr2]
 //
-// Ends once it has delivered count messages and prints
+// Prints "ready pid=P" once connected; with usr2 it then waits for SIGUSR2
+// before its first claim (a measurement can start it on a full topic
+// without counting the start of Node.js and of its connection).  Ends once
+// it has delivered count messages and prints
 // "delivered=N seconds=S rate=R posts=P failed=F".  pg comes from
 // NODE_PATH (the benchmark installs examples/drivers' lockfile).
 'use strict';
@@ -23,15 +26,15 @@ const http = require('http');
 const crypto = require('crypto');
 const {Client} = require('pg');
 
-const [conninfo, topic, url, countArg, batchArg, pollArg, secretArg] = process.argv.slice(2);
-if (!conninfo || !topic || !url || !countArg) {
-	process.stderr.write('usage: http_relay.js conninfo topic url count [batch] [poll_ms] [secret]\n');
+const [conninfo, topic, url, countArg, batchArg, pollArg, secretArg, startArg] = process.argv.slice(2);
+if (!conninfo || !topic || !url || !countArg || !['now', 'usr2', undefined].includes(startArg)) {
+	process.stderr.write('usage: http_relay.js conninfo topic url count [batch] [poll_ms] [secret] [now|usr2]\n');
 	process.exit(2);
 }
 const count = Number(countArg);
 const batch = Number(batchArg || 50);
 const pollMs = Number(pollArg || 10);
-const secret = secretArg || null;
+const secret = secretArg && secretArg !== '-' ? secretArg : null;
 const key = secret ? Buffer.from(secret.replace(/^whsec_/, ''), 'base64') : null;
 const owner = `relay-${process.pid}`;
 const target = new URL(url);
@@ -67,6 +70,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function main() {
 	const db = new Client(conninfo.includes('=') ? parseConninfo(conninfo) : {connectionString: conninfo});
 	await db.connect();
+	const go = startArg === 'usr2' ? new Promise((r) => process.once('SIGUSR2', r)) : null;
+	process.stdout.write(`ready pid=${process.pid}\n`);
+	if (go) await go;
 	const claim = {
 		name: 'claim',
 		text: 'SELECT m.id, outbox.envelope(m)::text AS body FROM outbox.claim($1, $2, $3) m',

@@ -292,6 +292,13 @@ my %part = (
 		worker_status => q{SELECT count(*) FROM outbox.worker_status()},
 		'read routes' => q{SELECT count(*) FROM outbox.routes},
 		'read topic_stats' => q{SELECT count(*) FROM outbox.topic_stats},
+		route_http => q{SELECT outbox.route_http('sec_h', 'https://hooks.example.com/in', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')},
+		rotate_http_secret => q{DO $$BEGIN
+			PERFORM outbox.route_http('sec_h', 'https://hooks.example.com/in', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+			PERFORM outbox.rotate_http_secret('sec_h', 'whsec_VqIyEmit6FxShKaOks4ZT4b7o5FpYzmtFesZdFjsWzw=');
+			END$$},
+		webhook_signature => q{SELECT outbox.webhook_signature('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'm', 1, '{}')},
+		'read route_http_stats' => q{SELECT count(*) FROM outbox.route_http_stats},
 	},
 	listener => { envelope_by_id => qq{SELECT outbox.envelope_by_id('$id')}, },
 	nobody => {},);
@@ -354,7 +361,7 @@ my ($lrc, $lout, $lerr) = run_as('l_login', 'app', q{SELECT outbox.envelope_by_i
 like($lout, qr/"secret": "n0"/, 'the listener reads an envelope of a NOTIFY topic by id') or diag($lerr);
 $node->safe_psql('app', q{SELECT outbox.unroute('sec_live'); DELETE FROM outbox.message WHERE topic = 'sec_live'});
 unlike(safe_as('o_login', 'app', q{SELECT row_to_json(r) FROM outbox.routes r UNION ALL SELECT row_to_json(s) FROM outbox.topic_stats s}),
-	qr/secret/, 'the routes and the statistics show no payload to the operator');
+	qr/"secret":|whsec_/, 'the routes and the statistics show no payload and no webhook secret to the operator');
 # the planner's statistics of the tables hold their values: nobody may read them
 $node->safe_psql('app', 'ANALYZE outbox.message, outbox.processed');
 for my $role (@roles)

@@ -122,7 +122,10 @@ for my $v (@versions)
 		         WHEN created_by_role::oid = (SELECT oid FROM pg_roles WHERE rolname = created_by) THEN 'its role'
 		         ELSE coalesce(created_by_role::text, 'null') END, ', ' ORDER BY topic)
 		  FROM outbox.routes}),
-		$v ne $current ? 'gone gone, live its role' : 'live its role',
+		# before 1.2 the update finds the creator gone; a row written into
+		# the table of 1.2 without created_by_role is delivered by the role
+		# of its created_by (none here): it stays NULL
+		$v eq $current ? 'live its role' : $v =~ /^1\.[01]$/ ? 'gone gone, live its role' : 'gone null, live its role',
 		"$v: the route's creator is the role of its created_by, or known gone");
 	is($node->safe_psql($db, q{
 		SELECT count(*) FROM pg_proc p

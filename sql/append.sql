@@ -81,6 +81,21 @@ SELECT v.what, regress.err(v.stmt)
        ) AS v(what, stmt);
 SELECT regress.state() = :'before' AS unchanged;
 
+-- the same id with another ordering key, or a key where the stored message
+-- has none, or none where it has one: 23505 naming the stored key, and no
+-- change (the message would keep the place of its first key)
+SELECT outbox.append('keyed', 'evt.k.v1', '{"k": 1}', regress.id(60), NULL, 'account-1');
+SELECT regress.state() AS before \gset
+SELECT outbox.append('keyed', 'evt.k.v1', '{"k": 1}', regress.id(60), NULL, 'account-1') AS same_key_again;
+SELECT v.what, regress.err(v.stmt)
+  FROM (VALUES ('another key', $$SELECT outbox.append('keyed', 'evt.k.v1', '{"k": 1}', regress.id(60), NULL, 'account-2')$$),
+               ('no key',      $$SELECT outbox.append('keyed', 'evt.k.v1', '{"k": 1}', regress.id(60))$$),
+               ('a key where none was', $$SELECT outbox.append('credits', 'evt.a.v1', '{"k": "v"}', regress.id(1), NULL, 'account-1')$$),
+               ('another key and topic', $$SELECT outbox.append('debits', 'evt.k.v1', '{"k": 1}', regress.id(60), NULL, 'account-2')$$)
+       ) AS v(what, stmt);
+SELECT regress.state() = :'before' AS unchanged;
+SELECT id, topic, ordering_key FROM outbox.message WHERE id = regress.id(60);
+
 -- rolled-back appends leave nothing
 BEGIN;
 SELECT outbox.append('rolled', 'evt.a.v1', '{}') IS NOT NULL AS appended;

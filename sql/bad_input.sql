@@ -159,6 +159,7 @@ INSERT INTO bad_input.val VALUES
     ('text', 12, 'injection: dollar quote', $v$'$$; TRUNCATE bad_input.victim; $$'$v$),
     ('text', 13, 'format directives', $$'%s%n%x%%'$$),
     ('text', 14, '1 MB three-byte characters', $$repeat('€', 349526)$$),
+    ('text', 15, 'U+00A0 U+200B U+FEFF (nothing shows)', $$chr(160) || chr(8203) || chr(65279)$$),
     -- uuid
     ('uuid', 1, 'NULL', 'NULL'),
     ('uuid', 2, 'empty', $$''$$),

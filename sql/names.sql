@@ -1,7 +1,9 @@
 --
 -- names: topic, type, owner and consumer are 1 to 200 characters (not
--- bytes), not only spaces, without control characters; NULL is 22004,
--- anything else wrong is 22023.  A rejected call changes nothing.
+-- bytes), not only characters that show nothing (white space, zero width
+-- and other invisible format characters), without control characters;
+-- NULL is 22004, anything else wrong is 22023.  A rejected call changes
+-- nothing.
 --
 SELECT regress.reset();
 
@@ -27,7 +29,17 @@ INSERT INTO bad_name VALUES
     ('U+007F', 'a' || chr(127)),
     ('U+0080', 'a' || chr(128)),
     ('U+009F', 'a' || chr(159)),
-    ('spaces then U+0085', '  ' || chr(133));
+    ('spaces then U+0085', '  ' || chr(133)),
+    ('U+00A0 no-break space', chr(160)),
+    ('U+00A0 among spaces', '  ' || chr(160) || '  '),
+    ('U+200B zero width space', chr(8203)),
+    ('U+FEFF byte order mark', chr(65279)),
+    ('U+3000 ideographic space', chr(12288)),
+    ('all invisible non-control characters',
+     (SELECT string_agg(chr(c), '' ORDER BY c)
+        FROM unnest(ARRAY[32, 160, 5760, 6158, 8192, 8193, 8194, 8195, 8196, 8197,
+                          8198, 8199, 8200, 8201, 8202, 8203, 8204, 8205, 8232,
+                          8233, 8239, 8287, 8288, 12288, 65279]) c));
 
 -- every name argument of every function, with %s for the value
 CREATE TEMP TABLE name_arg (fn text, stmt text);
@@ -56,7 +68,8 @@ SELECT b.label, regress.err(format(a.stmt, quote_nullable(b.val)))
 SELECT a.fn, b.label, regress.err(format(a.stmt, quote_nullable(b.val)))
   FROM bad_name b, name_arg a
  WHERE a.fn <> 'append topic'
-   AND b.label IN ('null', 'empty', 'spaces', '201 e-acute (402 bytes)', 'U+0080')
+   AND b.label IN ('null', 'empty', 'spaces', '201 e-acute (402 bytes)', 'U+0080',
+                   'U+00A0 among spaces')
  ORDER BY a.fn, b.label;
 
 -- the same SQLSTATE for every bad value at every argument
@@ -70,16 +83,18 @@ SELECT b.label, left(regress.err(format(a.stmt, quote_nullable(b.val))), 5) AS s
 -- nothing was written by any of them
 SELECT regress.state() = :'before' AS unchanged;
 
--- at the limit, and characters that are not control characters, are fine
+-- at the limit, and characters that are not control characters, are fine,
+-- also those that show nothing when visible ones stand beside them
 SELECT b.label, regress.err(format(a.stmt, quote_nullable(b.val))) AS result
   FROM (VALUES ('200 x', repeat('x', 200)),
                ('200 e-acute (400 bytes)', repeat('é', 200)),
                ('200 emoji (800 bytes)', repeat(U&'\+01F600', 200)),
                ('one character', 'a'),
                ('inner and outer spaces', ' a b '),
-               ('U+00A0 no-break space', chr(160)),
-               ('U+00A0 among spaces', '  ' || chr(160) || '  '),
-               ('U+200B zero width space', chr(8203)),
+               ('U+00A0 between letters', 'a' || chr(160) || 'b'),
+               ('U+200B after a letter', 'a' || chr(8203)),
+               ('U+FEFF before a letter', chr(65279) || 'a'),
+               ('U+3000 and spaces around a letter', chr(12288) || ' x ' || chr(12288)),
                ('punctuation', 'evt.a-b_c:d/e@f#1')) AS b(label, val),
        name_arg a
  WHERE a.fn = 'append topic';

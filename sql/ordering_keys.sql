@@ -110,5 +110,19 @@ SELECT regress.err($$SELECT outbox.append('k', 'e', '{}', NULL, NULL, '')$$);
 SELECT regress.err($$SELECT outbox.append('k', 'e', '{}', NULL, NULL, repeat('x', 201))$$);
 SELECT regress.err($$SELECT outbox.append('k', 'e', '{}', NULL, NULL, E'a\nb')$$);
 SELECT regress.err($$SELECT outbox.append_batch('k', 'e', ARRAY['{}']::jsonb[], '   ')$$);
+-- a key that shows nothing is refused as one of spaces is: white space of
+-- any kind, zero width characters, a byte order mark
+SELECT v.what, regress.err(format($$SELECT outbox.append('k', 'e', '{}', NULL, NULL, %L)$$, v.val))
+  FROM (VALUES ('U+00A0', chr(160)),
+               ('U+200B', chr(8203)),
+               ('U+FEFF', chr(65279)),
+               ('U+2060 U+180E', chr(8288) || chr(6158)),
+               ('U+3000 U+2028 U+2029', chr(12288) || chr(8232) || chr(8233)),
+               ('spaces, U+00A0, U+200B, U+202F', '  ' || chr(160) || chr(8203) || chr(8239))) AS v(what, val);
+SELECT regress.err(format($$SELECT count(*) FROM outbox.append_batch('k', 'e', ARRAY['{}']::jsonb[], %L)$$,
+                          chr(160) || chr(8203) || chr(65279)));
+-- beside a visible character they are part of a key
+SELECT outbox.append('k', 'e', '{}', NULL, NULL, 'a' || chr(160) || 'b') IS NOT NULL AS appended_nbsp_key,
+       outbox.append('k', 'e', '{}', NULL, NULL, chr(65279) || 'c') IS NOT NULL AS appended_bom_key;
 SELECT outbox.append('k', 'e', '{}', NULL, NULL, NULL) IS NOT NULL AS appended_without_key;
 SELECT count(*) AS messages, count(ordering_key) AS keyed FROM outbox.message;

@@ -79,12 +79,18 @@ static SavedStatement stmt_append[2] = {
 	APPEND_ID("", ""), APPEND_ID(APPEND_COLUMNS_12, APPEND_VALUES_12)
 };
 
-static SavedStatement stmt_append_same = {
-	"SELECT topic OPERATOR(pg_catalog.=) $2 AND event_type OPERATOR(pg_catalog.=) $3"
-	" AND payload OPERATOR(pg_catalog.=) $4 "
-	"FROM outbox.message WHERE id OPERATOR(pg_catalog.=) $1",
-	SPI_OK_SELECT,
-	4, {UUIDOID, TEXTOID, TEXTOID, JSONBOID}
+/*
+ * Whether the stored message of an id has the topic, type and payload of a
+ * repeat, and its ordering key (the tables of 1.0 and 1.1 have none).
+ */
+#define APPEND_SAME(key) { \
+	"SELECT topic OPERATOR(pg_catalog.=) $2 AND event_type OPERATOR(pg_catalog.=) $3" \
+	" AND payload OPERATOR(pg_catalog.=) $4, " key " " \
+	"FROM outbox.message WHERE id OPERATOR(pg_catalog.=) $1", \
+	SPI_OK_SELECT, \
+	4, {UUIDOID, TEXTOID, TEXTOID, JSONBOID} }
+static SavedStatement stmt_append_same[2] = {
+	APPEND_SAME("NULL::pg_catalog.text"), APPEND_SAME("ordering_key")
 };
 
 #define APPEND_BATCH(v, p) { \
@@ -388,10 +394,23 @@ obx_append_row(Datum *args, char *nulls, text *topic, text *event_type,
 	nulls[8] = position > 0 ? ' ' : 'n';
 }
 
+/* Are two ordering keys (NULL: none) the same, byte for byte? */
+static bool
+obx_same_key(text *a, text *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
 /*
  * Insert one message with an id the caller chose, which may exist already:
- * a repeat with the same content is accepted (idempotent append), the same
- * id with other content is an error.
+ * a repeat with the same content and ordering key is accepted (idempotent
+ * append), the same id with other content or another key is an error.  A
+ * repeat under another key would leave the message in the order of the
+ * first key while the caller counts on the second, so it is not taken as a
+ * repeat.  The stored message is read only when the insert found the id.
  *
  * ON CONFLICT DO NOTHING waits for a concurrent insert of the same id, so
  * two open transactions appending the same message end with one row and no
@@ -414,12 +433,14 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 	{
 		bool		isnull;
 		Datum		same;
+		Datum		stored;
+		text	   *stored_key;
 
 		if (SpiExecute(&stmt_append[obx_v()], args, nulls, false, 0) == 1)
 			break;
 
 		/* the id exists: an idempotent repeat, or a conflict */
-		if (SpiExecute(&stmt_append_same, args, NULL, false, 1) == 0)
+		if (SpiExecute(&stmt_append_same[obx_v()], args, NULL, false, 1) == 0)
 		{
 			if (tries < 3)
 				continue;
@@ -433,8 +454,28 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 					(errcode(ERRCODE_UNIQUE_VIOLATION),
 					 errmsg("message \"%s\" already exists with a different topic, type or payload",
 							DatumGetCString(DirectFunctionCall1(uuid_out, args[0]))),
-					 errdetail("Appending an existing id again is accepted only with the same topic, type and payload."),
+					 errdetail("Appending an existing id again is accepted only with the same topic, type, payload and ordering key."),
 					 errhint("Use a new id for a new event.")));
+		stored = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
+							   &isnull);
+		stored_key = isnull ? NULL : DatumGetTextPP(stored);
+		if (!obx_same_key(stored_key, ordering_key))
+		{
+			const char *idtext = DatumGetCString(DirectFunctionCall1(uuid_out, args[0]));
+
+			if (stored_key == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNIQUE_VIOLATION),
+						 errmsg("message \"%s\" already exists with a different ordering key", idtext),
+						 errdetail("The stored message has no ordering key."),
+						 errhint("Use a new id for a new event.")));
+			ereport(ERROR,
+					(errcode(ERRCODE_UNIQUE_VIOLATION),
+					 errmsg("message \"%s\" already exists with a different ordering key", idtext),
+					 errdetail("The stored message has ordering key \"%s\".",
+							   text_to_cstring(stored_key)),
+					 errhint("Use a new id for a new event.")));
+		}
 		break;
 	}
 	SpiFinish();

@@ -68,6 +68,7 @@
 #include "catalog/namespace.h"
 #include "common/hashfn.h"
 #include "commands/sequence.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
@@ -83,6 +84,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "outbox.h"
 #include "outbox_compat.h"
 #include "outbox_stream.h"
 
@@ -90,8 +92,13 @@
 #define STREAM_HASH_NAME		"krizaka_outbox stream positions"
 #define STREAM_MAX_POSITIONS	1024
 
-/* a topic is at most 200 characters (CheckName), 4 bytes each */
-#define STREAM_TOPIC_BYTES		800
+/*
+ * The longest topic: OUTBOX_NAME_MAX_CHARS characters (CheckName) of at
+ * most MAX_MULTIBYTE_CHAR_LEN bytes each, 800 bytes.  The key holds its
+ * bytes without a terminator (the rest is zeros, and a topic contains no
+ * zero byte), so a topic of exactly this length keeps a position too.
+ */
+#define STREAM_TOPIC_BYTES		(OUTBOX_NAME_MAX_CHARS * MAX_MULTIBYTE_CHAR_LEN)
 
 /* the field of the advisory locks of ordering keys (applications use 1, 2) */
 #define STREAM_KEY_LOCK			0x4B4F
@@ -613,14 +620,14 @@ StreamLockKey(text *topic, text *key)
 /*
  * The hash key of a topic of this database's outbox.message (a table made
  * anew, by DROP and CREATE EXTENSION, has other positions); false when the
- * topic is too long to keep.
+ * topic is longer than CheckName allows (never one it let through).
  */
 static bool
 obx_key(StreamKey *key, text *topic)
 {
 	int			len = VARSIZE_ANY_EXHDR(topic);
 
-	if (len >= STREAM_TOPIC_BYTES)
+	if (len > STREAM_TOPIC_BYTES)
 		return false;
 	memset(key, 0, sizeof(StreamKey));
 	key->dboid = MyDatabaseId;

@@ -24,6 +24,7 @@
 #include "outbox_validate.h"
 
 static bool obx_is_control(pg_wchar c);
+static bool obx_shows_nothing(pg_wchar c);
 static int	obx_check_range(Datum value, bool isnull, const char *what,
 							int setting, int min, int max, const char *guc);
 static TimestampTz obx_minus_interval(TimestampTz now, Interval *span);
@@ -48,8 +49,29 @@ obx_is_control(pg_wchar c)
 }
 
 /*
- * Check a topic, type, owner, consumer or channel name: 1 to 200 characters,
- * not only white space, no control characters.  Returns the detoasted text.
+ * Does c show nothing: Unicode white space (the property White_Space) or a
+ * format character that renders as nothing (zero width space, joiners,
+ * word joiner, byte order mark, Mongolian vowel separator)?
+ */
+static bool
+obx_shows_nothing(pg_wchar c)
+{
+	return (c >= 0x09 && c <= 0x0d) || c == 0x20 || c == 0x85 ||
+		c == 0xa0 || c == 0x1680 || c == 0x180e ||
+		(c >= 0x2000 && c <= 0x200d) || c == 0x2028 || c == 0x2029 ||
+		c == 0x202f || c == 0x205f || c == 0x2060 || c == 0x3000 ||
+		c == 0xfeff;
+}
+
+/*
+ * Check a topic, type, owner, consumer, channel or ordering key: 1 to 200
+ * characters, not only characters that show nothing (white space, zero
+ * width and other invisible format characters), no control characters.  A
+ * name made of them only would look empty wherever it is shown, and two
+ * such names could not be told apart.  In a database encoding other than
+ * UTF-8 only ASCII characters are judged so: a non-ASCII byte there means
+ * what its encoding says, and counts as visible.  Returns the detoasted
+ * text.
  */
 text *
 CheckName(Datum value, bool isnull, const char *what)
@@ -58,7 +80,9 @@ CheckName(Datum value, bool isnull, const char *what)
 	const char *p;
 	int			len;
 	int			nchars = 0;
-	bool		blank = true;
+	bool		spaces = true;	/* U+0020 only */
+	bool		blank = true;	/* characters that show nothing only */
+	bool		utf8 = GetDatabaseEncoding() == PG_UTF8;
 
 	CheckNotNull(isnull, what);
 
@@ -78,7 +102,7 @@ CheckName(Datum value, bool isnull, const char *what)
 
 		if (clen > len)
 			clen = len;
-		if (GetDatabaseEncoding() == PG_UTF8)
+		if (utf8)
 			c = utf8_to_unicode((const unsigned char *) p);
 		else
 			c = (clen == 1) ? (unsigned char) *p : 0x100;
@@ -89,6 +113,8 @@ CheckName(Datum value, bool isnull, const char *what)
 					 errmsg("%s must not contain control characters", what),
 					 errdetail("Character %d is U+%04X.", nchars + 1, (unsigned int) c)));
 		if (!(clen == 1 && (*p == ' ')))
+			spaces = false;
+		if (!((utf8 || c < 0x80) && obx_shows_nothing(c)))
 			blank = false;
 
 		nchars++;
@@ -96,11 +122,16 @@ CheckName(Datum value, bool isnull, const char *what)
 		len -= clen;
 	}
 
-	if (blank)
+	if (spaces)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty", what),
 				 errdetail("The value consists of spaces only.")));
+	if (blank)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", what),
+				 errdetail("The value consists of white space and invisible characters only.")));
 
 	if (nchars > OUTBOX_NAME_MAX_CHARS)
 		ereport(ERROR,

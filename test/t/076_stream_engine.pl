@@ -1,8 +1,9 @@
 # The queue engine reads each topic as a stream from its claim position.
 # While a snapshot is held, claims do not walk the messages finished since
-# (counted in index entries read, not in time); the claim position never
-# passes a message of a prepared transaction, before or after a restart; a
-# crashed backend's appends leave nothing behind and nothing skipped.
+# (counted in index entries read, not in time), the longest topic's too;
+# the claim position never passes a message of a prepared transaction,
+# before or after a restart; a crashed backend's appends leave nothing
+# behind and nothing skipped.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -74,6 +75,44 @@ cmp_ok($per_claim, '<', 400,
 	"on average a claim and its completions read $per_claim index entries (its batch, not the history)");
 cmp_ok($last_reads, '<', 400,
 	"the last claim, after 19,950 messages finished under the snapshot, read $last_reads");
+$holder->query_safe('COMMIT');
+$holder->quit;
+
+#
+# The longest topic there is, 200 characters of four bytes (800 bytes),
+# keeps a claim position as a short one does: with a snapshot held, its
+# last claim reads about its own batch, not the 1,950 messages finished
+# before it.
+#
+my $long = q{repeat(U&'\+01F600', 200)};
+is($node->safe_psql('app', qq{SELECT length($long) || ' ' || octet_length($long)}),
+	'200 800', 'the topic has 200 characters, 800 bytes');
+$node->safe_psql('app', qq{
+	SELECT outbox.append_batch($long, 'evt.long.v1', array_agg(jsonb_build_object('n', g) ORDER BY g))
+	  FROM generate_series(1, 2000) g});
+$holder = $node->background_psql('app');
+$holder->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$holder->query_safe('SELECT count(*) FROM pg_class');
+$worker = $node->background_psql('app');
+my $long_drain = qq{
+	WITH c AS (SELECT * FROM outbox.claim('w', $long, 50, 30))
+	SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
+$claims = 0;
+for my $round (1 .. 39)
+{
+	$claims++ if $worker->query_safe($long_drain) eq '50';
+}
+$worker->query_safe('SELECT pg_stat_force_next_flush()');
+$before_last = index_reads();
+$claims++ if $worker->query_safe($long_drain) eq '50';
+$worker->query_safe('SELECT pg_stat_force_next_flush()');
+$last_reads = index_reads() - $before_last;
+$worker->quit;
+is($claims, 40, 'every claim of the 800-byte topic found a full batch');
+is($node->safe_psql('app', qq{SELECT count(*) FROM outbox.message WHERE topic = $long AND delivered_at IS NULL}),
+	'0', 'all 2,000 messages of the 800-byte topic delivered');
+cmp_ok($last_reads, '<', 400,
+	"the last claim of the 800-byte topic, after 1,950 messages finished under the snapshot, read $last_reads");
 $holder->query_safe('COMMIT');
 $holder->quit;
 

@@ -135,9 +135,13 @@ $node->safe_psql('app', "CREATE EXTENSION krizaka_outbox VERSION '1.0'; CREATE E
 my $owner_acl = sub {
 	my @functions = split /\n/, $node->safe_psql('app',
 		q{SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace ORDER BY 1});
+	# the counters of HTTP routes (1.3) are the owner's to read; their
+	# secrets are nobody's
+	my $stats = $node->safe_psql('app', q{SELECT to_regclass('outbox.route_http_stats') IS NOT NULL}) eq 't';
 	return join("\n", sort((map { "$_ app_owner EXECUTE*" } @functions),
 		'message app_owner SELECT*', 'processed app_owner SELECT*', 'routes app_owner SELECT*',
-		'schema app_owner USAGE*', 'topic_stats app_owner SELECT*'));
+		'schema app_owner USAGE*', 'topic_stats app_owner SELECT*',
+		($stats ? ('route_http_stats app_owner SELECT*') : ())));
 };
 my $acl = $node->safe_psql('app', $acl_query);
 is(join("\n", sort split /\n/, $acl), $owner_acl->(),

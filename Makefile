@@ -51,9 +51,10 @@ PGFILEDESC = "krizaka_outbox - transactional outbox"
 # -Werror is not forced here (a newer compiler's new warnings would stop a
 # user's build); test/run, and so make test and CI, build with COPT=-Werror.
 PG_CPPFLAGS = -I$(libpq_srcdir) -Wall
-SHLIB_LINK_INTERNAL = $(libpq)
-# HTTP routes call their endpoints with libcurl (7.85 or later is best)
-SHLIB_LINK = $(shell curl-config --libs 2>/dev/null || echo -lcurl)
+# HTTP routes call their endpoints with libcurl (7.85 or later is best).  In
+# the _INTERNAL list, which a SHLIB_LINK given on the command line (make
+# sanitize gives one) does not replace.
+SHLIB_LINK_INTERNAL = $(libpq) $(shell curl-config --libs 2>/dev/null || echo -lcurl)
 
 # pg_regress: sql/*.sql against expected/*.out, in this order
 REGRESS = $(shell cat test/regress_schedule)

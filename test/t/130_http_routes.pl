@@ -144,7 +144,9 @@ ok(wait_for($node, 'app', "SELECT delivered_at IS NOT NULL FROM outbox.message W
 $node->safe_psql('app', route_http('untrusted', $tls->url('/untrusted'), secret => $old));
 $rid = '0190a5a0-0000-7000-8000-000000000402';
 $node->safe_psql('app', "SELECT outbox.append('untrusted', 'evt.tls.v1', '{}', '$rid')");
-ok(wait_for($node, 'app', "SELECT attempts >= 1 FROM outbox.message WHERE id = '$rid'", 't', 10), 'the call was made');
+# attempts counts from the claim, last_error from the call's end
+ok(wait_for($node, 'app', "SELECT attempts >= 1 AND last_error IS NOT NULL FROM outbox.message WHERE id = '$rid'", 't', 10),
+	'the call was made, and failed');
 like($node->safe_psql('app', "SELECT last_error FROM outbox.message WHERE id = '$rid'"), qr/certificate/i,
 	'it failed on the certificate');
 is($node->safe_psql('app', "SELECT delivered_at IS NULL AND dead_at IS NULL FROM outbox.message WHERE id = '$rid'"), 't',

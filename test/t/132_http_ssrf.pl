@@ -59,9 +59,11 @@ ok(wait_for($node, 'app', q{SELECT count(*) FROM outbox.message WHERE delivered_
 is(scalar($rx->requests('/ip')) . '/' . scalar($rx->requests('/name')), '1/1', 'one request each');
 
 # 2. Without it (reloaded), the loopback address is refused at connect.
+# (A message's attempts count from its claim; its failure is recorded, and
+# its lease ended, when the call is through: the waits below wait for that.)
 settings('', 'off');
 my $ip1 = $node->safe_psql('app', q{SELECT outbox.append('ip', 'evt.x.v1', '{"n": 2}')});
-ok(wait_for($node, 'app', "SELECT attempts FROM outbox.message WHERE id = '$ip1'", '1', 15), 'the call to 127.0.0.1 failed');
+ok(wait_for($node, 'app', "SELECT attempts FROM outbox.message WHERE id = '$ip1' AND leased_until IS NULL", '1', 15), 'the call to 127.0.0.1 failed');
 my $why = refusal('ip');
 like($why, qr/127\.0\.0\.1/, "the refusal names the address ($why)");
 like($why, qr/outbox\.http_(allow_private|private_networks)/, 'and the setting that would allow it');
@@ -72,7 +74,7 @@ is($node->safe_psql('app', q{SELECT consecutive_failures FROM outbox.routes WHER
 
 # a name that resolves to a loopback address is refused as well
 my $name1 = $node->safe_psql('app', q{SELECT outbox.append('name', 'evt.x.v1', '{"n": 2}')});
-ok(wait_for($node, 'app', "SELECT attempts FROM outbox.message WHERE id = '$name1'", '1', 15), 'the call to localhost failed');
+ok(wait_for($node, 'app', "SELECT attempts FROM outbox.message WHERE id = '$name1' AND leased_until IS NULL", '1', 15), 'the call to localhost failed');
 $why = refusal('name');
 like($why, qr/127\.0\.0\.1|::1/, "the refusal names the address localhost resolved to ($why)");
 is(scalar($rx->requests('/ip')) . '/' . scalar($rx->requests('/name')), '1/1', 'the receiver saw no further request');
@@ -81,7 +83,7 @@ is(scalar($rx->requests('/ip')) . '/' . scalar($rx->requests('/name')), '1/1', '
 settings('10.0.0.0/8,192.168.0.0/16', 'off');
 $node->safe_psql('app', "UPDATE outbox.message SET available_at = now() WHERE id = '$ip1'");
 my $ip2 = $node->safe_psql('app', q{SELECT outbox.append('ip', 'evt.x.v1', '{"n": 3}')});
-ok(wait_for($node, 'app', "SELECT attempts FROM outbox.message WHERE id = '$ip1'", '2', 15),
+ok(wait_for($node, 'app', "SELECT attempts FROM outbox.message WHERE id = '$ip1' AND leased_until IS NULL", '2', 15),
 	'other private networks allowed: 127.0.0.1 is still refused');
 is(scalar $rx->requests('/ip'), 1, 'nothing reached the receiver');
 

@@ -9,6 +9,7 @@ OBJS = \
 	src/outbox_api.o \
 	src/outbox_api_http.o \
 	src/outbox_api_routes.o \
+	src/outbox_api_subs.o \
 	src/outbox_backoff.o \
 	src/outbox_drain.o \
 	src/outbox_drain_call.o \
@@ -38,6 +39,8 @@ OBJS = \
 	src/outbox_store_claim.o \
 	src/outbox_store_http.o \
 	src/outbox_store_routes.o \
+	src/outbox_store_subs.o \
+	src/outbox_store_subs_claim.o \
 	src/outbox_stream.o \
 	src/outbox_uuid.o \
 	src/outbox_validate.o \

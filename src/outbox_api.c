@@ -27,6 +27,7 @@
 
 #include "outbox.h"
 #include "outbox_store.h"
+#include "outbox_subs.h"
 #include "outbox_uuid.h"
 #include "outbox_validate.h"
 
@@ -184,9 +185,17 @@ outbox_claim(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ClaimRequest req;
 
+	text	   *sub;
+
 	obx_claim_request(fcinfo, 0, &req);
+	sub = CheckSubscription(fcinfo, 4);
+	if (sub != NULL)
+		CheckSubscriptionClaim(req.topic, sub);
 	InitMaterializedSRF(fcinfo, 0);
-	StoreClaimToTuplestore(&req, rsinfo->setDesc, rsinfo->setResult);
+	if (sub != NULL)
+		SubsClaimToTuplestore(&req, sub, rsinfo->setDesc, rsinfo->setResult);
+	else
+		StoreClaimToTuplestore(&req, rsinfo->setDesc, rsinfo->setResult);
 	PG_RETURN_NULL();
 }
 
@@ -197,7 +206,10 @@ outbox_complete(PG_FUNCTION_ARGS)
 	TimestampTz now = GetCurrentTimestamp();
 	pg_uuid_t  *id = CheckUuid(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "id");
 	text	   *owner = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "owner");
+	text	   *sub = CheckSubscription(fcinfo, 2);
 
+	if (sub != NULL)
+		PG_RETURN_BOOL(SubsComplete(id, owner, sub));
 	PG_RETURN_BOOL(StoreComplete(id, owner, now));
 }
 
@@ -208,13 +220,17 @@ outbox_complete_many(PG_FUNCTION_ARGS)
 	TimestampTz now = GetCurrentTimestamp();
 	ArrayType  *ids;
 	text	   *owner;
+	text	   *sub;
 	int			n;
 
 	ids = CheckArray(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "ids", UUIDOID, &n);
 	owner = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "owner");
+	sub = CheckSubscription(fcinfo, 2);
 	if (n == 0)
 		PG_RETURN_INT32(0);
 
+	if (sub != NULL)
+		PG_RETURN_INT32((int32) SubsCompleteMany(ids, owner, sub));
 	PG_RETURN_INT32((int32) StoreCompleteMany(ids, owner, now));
 }
 
@@ -233,11 +249,22 @@ outbox_complete_and_claim(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ClaimRequest req;
 	ArrayType  *ids;
+	text	   *sub;
 	int			n;
 
 	ids = CheckArray(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "ids", UUIDOID, &n);
 	obx_claim_request(fcinfo, 1, &req);
+	sub = CheckSubscription(fcinfo, 5);
+	if (sub != NULL)
+		CheckSubscriptionClaim(req.topic, sub);
 	InitMaterializedSRF(fcinfo, 0);
+	if (sub != NULL)
+	{
+		if (n > 0)
+			(void) SubsCompleteMany(ids, req.owner, sub);
+		SubsClaimToTuplestore(&req, sub, rsinfo->setDesc, rsinfo->setResult);
+		PG_RETURN_NULL();
+	}
 	if (n > 0)
 		(void) StoreCompleteMany(ids, req.owner, req.now);
 	StoreClaimToTuplestore(&req, rsinfo->setDesc, rsinfo->setResult);
@@ -252,7 +279,10 @@ outbox_fail(PG_FUNCTION_ARGS)
 	pg_uuid_t  *id = CheckUuid(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "id");
 	text	   *owner = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "owner");
 	text	   *error = CheckErrorText(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
+	text	   *sub = CheckSubscription(fcinfo, 3);
 
+	if (sub != NULL)
+		PG_RETURN_BOOL(SubsFail(id, owner, error, sub, now));
 	PG_RETURN_BOOL(StoreFail(id, owner, error, now));
 }
 
@@ -264,7 +294,10 @@ outbox_extend(PG_FUNCTION_ARGS)
 	pg_uuid_t  *id = CheckUuid(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "id");
 	text	   *owner = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "owner");
 	int			lease = CheckLeaseSeconds(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
+	text	   *sub = CheckSubscription(fcinfo, 3);
 
+	if (sub != NULL)
+		PG_RETURN_BOOL(SubsExtend(id, owner, lease, sub, now));
 	PG_RETURN_BOOL(StoreExtend(id, owner, lease, now));
 }
 
@@ -274,7 +307,10 @@ outbox_retry_dead(PG_FUNCTION_ARGS)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	pg_uuid_t  *id = CheckUuid(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "id");
+	text	   *sub = CheckSubscription(fcinfo, 1);
 
+	if (sub != NULL)
+		PG_RETURN_BOOL(SubsRetryDead(id, sub, now));
 	if (!StoreRetryDead(id, now))
 		PG_RETURN_BOOL(false);
 	WakeWorkerAtCommit();
@@ -287,7 +323,12 @@ outbox_retry_dead_topic(PG_FUNCTION_ARGS)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
-	int64		revived = StoreRetryDeadTopic(topic, now);
+	text	   *sub = CheckSubscription(fcinfo, 1);
+	int64		revived;
+
+	if (sub != NULL)
+		PG_RETURN_INT64(SubsRetryDeadTopic(topic, sub, now));
+	revived = StoreRetryDeadTopic(topic, now);
 
 	if (revived > 0)
 		WakeWorkerAtCommit();

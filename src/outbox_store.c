@@ -35,6 +35,7 @@
 #include "outbox_spi.h"
 #include "outbox_store.h"
 #include "outbox_stream.h"
+#include "outbox_subs.h"
 
 /* The ownership test shared by complete, fail, extend and release */
 #define LEASE_HELD_BY_OWNER \
@@ -239,6 +240,24 @@ static SavedStatement stmt_purge_delete = {
 	2, {TIDARRAYOID, TIMESTAMPTZOID}
 };
 
+/*
+ * With named subscriptions (1.4): a message also waits until every named
+ * subscription of its topic is done with it, read past it (next_seq) and
+ * without a state row.
+ */
+static SavedStatement stmt_purge_delete_subs = {
+	"DELETE FROM outbox.message m WHERE m.ctid OPERATOR(pg_catalog.=) ANY ($1)"
+	" AND " PURGE_FINISHED("$2")
+	" AND NOT EXISTS (SELECT 1 FROM outbox.subscription s"
+	"  WHERE s.topic OPERATOR(pg_catalog.=) m.topic"
+	"  AND (m.seq OPERATOR(pg_catalog.>=) s.next_seq"
+	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state x"
+	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id"
+	"    AND x.seq OPERATOR(pg_catalog.=) m.seq)))",
+	SPI_OK_DELETE,
+	2, {TIDARRAYOID, TIMESTAMPTZOID}
+};
+
 static SavedStatement stmt_purge_marker_scan = {
 	"SELECT ctid FROM outbox.processed WHERE processed_at OPERATOR(pg_catalog.<) $1",
 	SPI_OK_SELECT,
@@ -329,7 +348,8 @@ static void obx_append_row(Datum *args, char *nulls, text *topic,
 						   text *ordering_key, int64 position);
 static int64 obx_purge_table(SavedStatement *scan, SavedStatement *del,
 							 TimestampTz horizon, int64 max_rows);
-static int64 obx_purge_streams(TimestampTz horizon, int64 max_rows);
+static int64 obx_purge_streams(TimestampTz horizon, int64 max_rows,
+							 SavedStatement *del);
 static int64 obx_purge_tids(ItemPointerData *tids, int n, SavedStatement *del,
 							TimestampTz horizon);
 
@@ -802,7 +822,7 @@ obx_purge_table(SavedStatement *scan, SavedStatement *del,
  * connection.
  */
 static int64
-obx_purge_streams(TimestampTz horizon, int64 max_rows)
+obx_purge_streams(TimestampTz horizon, int64 max_rows, SavedStatement *del)
 {
 	ItemPointerData *tids = palloc(sizeof(ItemPointerData) * PURGE_CHUNK);
 	int			ntids = 0;
@@ -867,7 +887,7 @@ obx_purge_streams(TimestampTz horizon, int64 max_rows)
 				seen++;
 				if (ntids == PURGE_CHUNK)
 				{
-					deleted += obx_purge_tids(tids, ntids, &stmt_purge_delete,
+					deleted += obx_purge_tids(tids, ntids, del,
 											  horizon);
 					ntids = 0;
 				}
@@ -877,7 +897,7 @@ obx_purge_streams(TimestampTz horizon, int64 max_rows)
 		SPI_cursor_close(portal);
 	}
 	if (ntids > 0)
-		deleted += obx_purge_tids(tids, ntids, &stmt_purge_delete, horizon);
+		deleted += obx_purge_tids(tids, ntids, del, horizon);
 	pfree(tids);
 	return deleted;
 }
@@ -893,8 +913,13 @@ StorePurge(TimestampTz horizon, int64 max_rows)
 	int64		deleted;
 
 	SpiConnect();
-	if (obx_v() == 1)
-		deleted = obx_purge_streams(horizon, max_rows);
+	if (SubsSchema())
+	{
+		SubsPurgeDead(horizon);
+		deleted = obx_purge_streams(horizon, max_rows, &stmt_purge_delete_subs);
+	}
+	else if (obx_v() == 1)
+		deleted = obx_purge_streams(horizon, max_rows, &stmt_purge_delete);
 	else
 		deleted = obx_purge_table(&stmt_purge_scan, &stmt_purge_delete,
 								  horizon, max_rows);

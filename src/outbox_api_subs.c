@@ -1,0 +1,141 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_api_subs.c
+ *		The SQL-callable functions that manage named subscriptions:
+ *		subscribe, unsubscribe, pause and resume; and the checks of a
+ *		subscription argument that the core API shares.
+ *
+ * A NULL subscription is the topic's default one, which every topic has
+ * and which keeps its state in outbox.message: subscribing it again is a
+ * no-op, and it cannot be dropped or paused here.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "outbox.h"
+#include "outbox_stream.h"
+#include "outbox_subs.h"
+
+PG_FUNCTION_INFO_V1(outbox_subscribe);
+PG_FUNCTION_INFO_V1(outbox_unsubscribe);
+PG_FUNCTION_INFO_V1(outbox_pause);
+PG_FUNCTION_INFO_V1(outbox_resume);
+
+/*
+ * The subscription a call names in argument argno: NULL for the topic's
+ * default one, also when the function is the one of 1.3 or earlier (a
+ * database not yet updated), which has no such argument.
+ */
+text *
+CheckSubscription(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return NULL;
+	return CheckName(PG_GETARG_DATUM(argno), false, "subscription");
+}
+
+/*
+ * May a claim of subscription name of topic run here?  It names its topic,
+ * runs in READ COMMITTED (a claim reads the log as of now, not as of the
+ * transaction's start), and needs the horizon of appends in progress,
+ * which only a preloaded library keeps.
+ */
+void
+CheckSubscriptionClaim(text *topic, text *name)
+{
+	if (topic == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a claim of subscription \"%s\" must name its topic",
+						text_to_cstring(name)),
+				 errhint("Pass the topic: subscriptions are per topic.")));
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a claim of subscription \"%s\" cannot run in a %s transaction",
+						text_to_cstring(name),
+						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
+				 errhint("Claim in a READ COMMITTED transaction.")));
+	if (!StreamAvailable())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("claims of subscription \"%s\" need krizaka_outbox in shared_preload_libraries",
+						text_to_cstring(name)),
+				 errdetail("Without it the server does not track the appends in progress that a subscription must not read past."),
+				 errhint("Add krizaka_outbox to shared_preload_libraries and restart the server.")));
+}
+
+/* a named subscription's topic and name, or an error for the default one */
+static text *
+obx_named(FunctionCallInfo fcinfo, text **topic, const char *what)
+{
+	text	   *name;
+
+	*topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
+	name = CheckSubscription(fcinfo, 1);
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot %s the default subscription of topic \"%s\"",
+						what, text_to_cstring(*topic)),
+				 errdetail("The default subscription (subscription NULL) keeps its state in outbox.message."),
+				 errhint("Use a named subscription.")));
+	return name;
+}
+
+/* outbox.subscribe(topic, subscription, since) returns boolean */
+Datum
+outbox_subscribe(PG_FUNCTION_ARGS)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
+	text	   *name = CheckSubscription(fcinfo, 1);
+	bool		since_given = !PG_ARGISNULL(2);
+	TimestampTz since = since_given ? PG_GETARG_TIMESTAMPTZ(2) : 0;
+
+	if (since_given && TIMESTAMP_IS_NOEND(since))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("since must not be infinity"),
+				 errhint("Pass NULL to read the messages appended from now on.")));
+	if (name == NULL)
+		PG_RETURN_BOOL(false);	/* every topic has its default subscription */
+	PG_RETURN_BOOL(SubsCreate(topic, name, since_given, since, now));
+}
+
+/* outbox.unsubscribe(topic, subscription) returns boolean */
+Datum
+outbox_unsubscribe(PG_FUNCTION_ARGS)
+{
+	text	   *topic;
+	text	   *name = obx_named(fcinfo, &topic, "drop");
+
+	PG_RETURN_BOOL(SubsDrop(topic, name));
+}
+
+/* outbox.pause(topic, subscription, until) returns boolean */
+Datum
+outbox_pause(PG_FUNCTION_ARGS)
+{
+	text	   *topic;
+	text	   *name = obx_named(fcinfo, &topic, "pause");
+
+	CheckNotNull(PG_ARGISNULL(2), "until");
+	PG_RETURN_BOOL(SubsPause(topic, name, true, PG_GETARG_TIMESTAMPTZ(2)));
+}
+
+/* outbox.resume(topic, subscription) returns boolean */
+Datum
+outbox_resume(PG_FUNCTION_ARGS)
+{
+	text	   *topic;
+	text	   *name = obx_named(fcinfo, &topic, "resume");
+
+	PG_RETURN_BOOL(SubsPause(topic, name, false, 0));
+}

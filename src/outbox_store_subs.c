@@ -1,0 +1,488 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_store_subs.c
+ *		The statements on outbox.subscription and on the state of what a
+ *		named subscription has read (outbox.subscription_state), but the
+ *		claim (outbox_store_subs_claim.c): subscribe, unsubscribe, pause,
+ *		complete, fail, extend, retry_dead, and handing out the next
+ *		message of an ordering key.
+ *
+ * A state row exists while the subscription is not done with its message;
+ * completion deletes it.  Of the rows of one ordering key the first (in
+ * position order) that is not dead is the key's head; the others are
+ * blocked.  Whenever a head leaves (completed, dead), the next one is
+ * unblocked under the subscription row's lock, which every claim that
+ * reads the log also holds: so a claim that adds a row behind a head, and
+ * the completion of that head, never miss each other.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/lsyscache.h"
+
+#include "outbox.h"
+#include "outbox_backoff.h"
+#include "outbox_spi.h"
+#include "outbox_stream.h"
+#include "outbox_subs.h"
+
+/* a lease that owner ($3) holds, in a subscription named $2 */
+#define SUBS_LEASE_HELD \
+	"s.sub_id OPERATOR(pg_catalog.=) x.sub_id AND s.name OPERATOR(pg_catalog.=) $2" \
+	" AND x.lease_owner OPERATOR(pg_catalog.=) $3 AND x.leased_until IS NOT NULL" \
+	" AND x.dead_at IS NULL"
+
+static SavedStatement stmt_create = {
+	"INSERT INTO outbox.subscription (topic, name, next_seq, created_at)"
+	" VALUES ($1, $2, $3, $4) ON CONFLICT (topic, name) DO NOTHING",
+	SPI_OK_INSERT, 4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}, OBX_SCANS_ANY
+};
+
+/* the first position of the messages kept that were created at or after $2 */
+static SavedStatement stmt_since = {
+	"SELECT pg_catalog.min(seq) FROM outbox.message"
+	" WHERE topic OPERATOR(pg_catalog.=) $1 AND created_at OPERATOR(pg_catalog.>=) $2",
+	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX
+};
+
+/* the next position the sequence gives, without taking it */
+static SavedStatement stmt_seq_next = {
+	"SELECT CASE WHEN is_called THEN last_value OPERATOR(pg_catalog.+) 1"
+	" ELSE last_value END FROM outbox.message_seq",
+	SPI_OK_SELECT, 0, {InvalidOid}, OBX_SCANS_ANY
+};
+
+static SavedStatement stmt_drop = {
+	"DELETE FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1"
+	" AND name OPERATOR(pg_catalog.=) $2 RETURNING sub_id",
+	SPI_OK_DELETE_RETURNING, 2, {TEXTOID, TEXTOID}
+};
+
+static SavedStatement stmt_drop_state = {
+	"DELETE FROM outbox.subscription_state WHERE sub_id OPERATOR(pg_catalog.=) $1",
+	SPI_OK_DELETE, 1, {INT4OID}
+};
+
+static SavedStatement stmt_pause = {
+	"UPDATE outbox.subscription SET paused_until = $3"
+	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+	SPI_OK_UPDATE, 3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+#define COMPLETE(which, type) { \
+	"DELETE FROM outbox.subscription_state x USING outbox.subscription s" \
+	" WHERE x.id OPERATOR(pg_catalog.=) " which " AND " SUBS_LEASE_HELD \
+	" RETURNING x.sub_id, x.ordering_key", \
+	SPI_OK_DELETE_RETURNING, 3, {type, TEXTOID, TEXTOID} }
+static SavedStatement stmt_complete = COMPLETE("$1", UUIDOID);
+static SavedStatement stmt_complete_many = COMPLETE("ANY ($1)", UUIDARRAYOID);
+
+static SavedStatement stmt_fail_lock = {
+	"SELECT x.sub_id, x.seq, x.attempts, x.ordering_key"
+	" FROM outbox.subscription_state x, outbox.subscription s"
+	" WHERE x.id OPERATOR(pg_catalog.=) $1 AND " SUBS_LEASE_HELD
+	" FOR UPDATE OF x",
+	SPI_OK_SELECT, 3, {UUIDOID, TEXTOID, TEXTOID}
+};
+
+/* $4 is the next available_at (NULL when dead), $5 dead_at (NULL unless dead) */
+static SavedStatement stmt_fail_update = {
+	"UPDATE outbox.subscription_state SET leased_until = NULL, last_error = $3,"
+	" available_at = COALESCE($4, available_at), dead_at = $5"
+	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND seq OPERATOR(pg_catalog.=) $2",
+	SPI_OK_UPDATE, 5, {INT4OID, INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+};
+
+static SavedStatement stmt_extend = {
+	"UPDATE outbox.subscription_state x SET leased_until = $4, available_at = $4"
+	" FROM outbox.subscription s"
+	" WHERE x.id OPERATOR(pg_catalog.=) $1 AND " SUBS_LEASE_HELD,
+	SPI_OK_UPDATE, 4, {UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+/* the subscriptions (of name $2) whose dead message $1 is revived, locked */
+static SavedStatement stmt_retry_lock = {
+	"SELECT s.sub_id FROM outbox.subscription s"
+	" WHERE s.name OPERATOR(pg_catalog.=) $2 AND s.sub_id IN ("
+	"  SELECT x.sub_id FROM outbox.subscription_state x"
+	"  WHERE x.id OPERATOR(pg_catalog.=) $1 AND x.dead_at IS NOT NULL)"
+	" ORDER BY s.sub_id FOR NO KEY UPDATE OF s",
+	SPI_OK_SELECT, 2, {UUIDOID, TEXTOID}
+};
+
+static SavedStatement stmt_retry_topic_lock = {
+	"SELECT sub_id FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1"
+	" AND name OPERATOR(pg_catalog.=) $2 FOR NO KEY UPDATE",
+	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
+};
+
+/*
+ * A revived message is due at once ($3); it waits behind its key's head
+ * when an earlier message of its key is not done.
+ */
+#define RETRY_DEAD(which, type) { \
+	"UPDATE outbox.subscription_state x SET dead_at = NULL, attempts = 0," \
+	" available_at = $3, leased_until = NULL," \
+	" blocked = x.ordering_key IS NOT NULL AND EXISTS (" \
+	"  SELECT 1 FROM outbox.subscription_state y" \
+	"  WHERE y.sub_id OPERATOR(pg_catalog.=) x.sub_id" \
+	"  AND y.ordering_key OPERATOR(pg_catalog.=) x.ordering_key" \
+	"  AND y.dead_at IS NULL AND y.seq OPERATOR(pg_catalog.<) x.seq)" \
+	" WHERE x.sub_id OPERATOR(pg_catalog.=) ANY ($1) AND " which \
+	" AND x.dead_at IS NOT NULL", \
+	SPI_OK_UPDATE, 3, {INT4ARRAYOID, type, TIMESTAMPTZOID} }
+static SavedStatement stmt_retry_dead = RETRY_DEAD("x.id OPERATOR(pg_catalog.=) $2", UUIDOID);
+static SavedStatement stmt_retry_dead_topic = RETRY_DEAD("$2::pg_catalog.bool", BOOLOID);
+
+static SavedStatement stmt_lock_subs = {
+	"SELECT sub_id FROM outbox.subscription WHERE sub_id OPERATOR(pg_catalog.=) ANY ($1)"
+	" ORDER BY sub_id FOR NO KEY UPDATE",
+	SPI_OK_SELECT, 1, {INT4ARRAYOID}
+};
+
+/* each key's first row that is not dead, unblocked */
+static SavedStatement stmt_promote = {
+	"UPDATE outbox.subscription_state x SET blocked = false"
+	" FROM (SELECT h.sub_id, h.seq"
+	"  FROM (SELECT DISTINCT k.sub_id, k.key"
+	"   FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[]),"
+	"    pg_catalog.unnest($2::pg_catalog.text[])) AS k(sub_id, key)) k"
+	"  CROSS JOIN LATERAL (SELECT y.sub_id, y.seq, y.blocked"
+	"   FROM outbox.subscription_state y"
+	"   WHERE y.sub_id OPERATOR(pg_catalog.=) k.sub_id"
+	"   AND y.ordering_key OPERATOR(pg_catalog.=) (k.key COLLATE pg_catalog.\"C\")"
+	"   AND y.dead_at IS NULL ORDER BY y.seq LIMIT 1) h"
+	"  WHERE h.blocked) p"
+	" WHERE x.sub_id OPERATOR(pg_catalog.=) p.sub_id AND x.seq OPERATOR(pg_catalog.=) p.seq",
+	SPI_OK_UPDATE, 2, {INT4ARRAYOID, TEXTARRAYOID}
+};
+
+static SavedStatement stmt_purge_dead = {
+	"DELETE FROM outbox.subscription_state"
+	" WHERE dead_at OPERATOR(pg_catalog.<) $1 AND dead_at IS NOT NULL",
+	SPI_OK_DELETE, 1, {TIMESTAMPTZOID}
+};
+
+/* Are the tables of 1.4 there (outbox.subscription)? */
+bool
+SubsSchema(void)
+{
+	Oid			nsp = get_namespace_oid("outbox", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("subscription_state", nsp));
+}
+
+/*
+ * Unblock the next message of each key (keys[i] of subscription
+ * sub_ids[i]) whose head left, under the lock of its subscription's row.
+ * Runs inside the caller's SPI connection.
+ */
+void
+SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys)
+{
+	Datum		args[2];
+
+	if (nkeys == 0)
+		return;
+	args[0] = PointerGetDatum(construct_array(sub_ids, nkeys, INT4OID, 4, true,
+											  TYPALIGN_INT));
+	args[1] = PointerGetDatum(construct_array(keys, nkeys, TEXTOID, -1, false,
+											  TYPALIGN_INT));
+	(void) SpiExecute(&stmt_lock_subs, args, NULL, false, 0);
+	(void) SpiExecute(&stmt_promote, args, NULL, false, 0);
+}
+
+/*
+ * The keyed rows of SPI_tuptable, whose columns subcol and keycol are a
+ * sub_id and an ordering key: unblock what follows each.
+ */
+static void
+obx_promote_returned(int subcol, int keycol)
+{
+	SPITupleTable *tt = SPI_tuptable;
+	uint64		n = SPI_processed;
+	Datum	   *subs = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *keys = palloc(sizeof(Datum) * Max(n, 1));
+	int			nkeys = 0;
+	uint64		i;
+
+	for (i = 0; i < n; i++)
+	{
+		bool		subnull;
+		bool		keynull;
+		Datum		sub = SPI_getbinval(tt->vals[i], tt->tupdesc, subcol, &subnull);
+		Datum		key = SPI_getbinval(tt->vals[i], tt->tupdesc, keycol, &keynull);
+
+		if (subnull || keynull)
+			continue;
+		subs[nkeys] = sub;
+		keys[nkeys] = PointerGetDatum(DatumGetTextPCopy(key));
+		nkeys++;
+	}
+	SubsPromoteKeys(nkeys, subs, keys);
+}
+
+/*
+ * Subscribe name to topic, reading from the messages kept created at or
+ * after since, or (!since_given) from the appends that take a position
+ * from now on.  False when the subscription exists.
+ */
+bool
+SubsCreate(text *topic, text *name, bool since_given, TimestampTz since,
+		   TimestampTz now)
+{
+	Datum		args[4];
+	int64		start = 0;
+	bool		found = false;
+	bool		isnull;
+	bool		created;
+
+	SpiConnect();
+	if (since_given)
+	{
+		args[0] = PointerGetDatum(topic);
+		args[1] = TimestampTzGetDatum(since);
+		(void) SpiExecute(&stmt_since, args, NULL, true, 1);
+		start = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 1, &isnull));
+		found = !isnull;
+	}
+	if (!found && StreamAvailable())
+	{
+		int64		taken;
+
+		/* appends still in progress are read too: they commit from now on */
+		start = StreamHorizon(&taken);
+	}
+	else if (!found)
+	{
+		(void) SpiExecute(&stmt_seq_next, NULL, NULL, true, 1);
+		start = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	args[0] = PointerGetDatum(topic);
+	args[1] = PointerGetDatum(name);
+	args[2] = Int64GetDatum(start);
+	args[3] = TimestampTzGetDatum(now);
+	created = SpiExecute(&stmt_create, args, NULL, false, 0) > 0;
+	SpiFinish();
+	return created;
+}
+
+/* Drop a subscription and its state.  False when there was none. */
+bool
+SubsDrop(text *topic, text *name)
+{
+	Datum		args[2];
+	bool		dropped = false;
+
+	args[0] = PointerGetDatum(topic);
+	args[1] = PointerGetDatum(name);
+	SpiConnect();
+	if (SpiExecute(&stmt_drop, args, NULL, false, 0) > 0)
+	{
+		bool		isnull;
+
+		args[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+								&isnull);
+		(void) SpiExecute(&stmt_drop_state, args, NULL, false, 0);
+		dropped = true;
+	}
+	SpiFinish();
+	return dropped;
+}
+
+/* Pause a subscription until until, or (!pause) resume it. */
+bool
+SubsPause(text *topic, text *name, bool pause, TimestampTz until)
+{
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', pause ? ' ' : 'n'};
+
+	args[0] = PointerGetDatum(topic);
+	args[1] = PointerGetDatum(name);
+	args[2] = TimestampTzGetDatum(until);
+	return SpiRun(&stmt_pause, args, nulls) > 0;
+}
+
+/* complete and complete_many: the rows go, the keys they held move on */
+static int64
+obx_complete(SavedStatement *stmt, Datum id, text *owner, text *name)
+{
+	Datum		args[3];
+	int64		done;
+
+	args[0] = id;
+	args[1] = PointerGetDatum(name);
+	args[2] = PointerGetDatum(owner);
+	SpiConnect();
+	done = (int64) SpiExecute(stmt, args, NULL, false, 0);
+	if (done > 0)
+		obx_promote_returned(1, 2);
+	SpiFinish();
+	return done;
+}
+
+bool
+SubsComplete(pg_uuid_t *id, text *owner, text *name)
+{
+	return obx_complete(&stmt_complete, UUIDPGetDatum(id), owner, name) > 0;
+}
+
+int64
+SubsCompleteMany(ArrayType *ids, text *owner, text *name)
+{
+	return obx_complete(&stmt_complete_many, PointerGetDatum(ids), owner, name);
+}
+
+/*
+ * A failed delivery: back off, or dead after outbox.max_attempts (the
+ * key's next message is handed out then, as it is for the default
+ * subscription).
+ */
+bool
+SubsFail(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now)
+{
+	Datum		args[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	bool		isnull;
+	bool		keynull;
+	int32		attempts;
+	Datum		sub;
+	Datum		key;
+
+	args[0] = UUIDPGetDatum(id);
+	args[1] = PointerGetDatum(name);
+	args[2] = PointerGetDatum(owner);
+	SpiConnect();
+	if (SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0)
+	{
+		SpiFinish();
+		return false;
+	}
+	sub = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	args[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	attempts = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 3, &isnull));
+	key = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &keynull);
+	if (!keynull)
+		key = PointerGetDatum(DatumGetTextPCopy(key));
+
+	args[0] = sub;
+	args[2] = PointerGetDatum(error);
+	if (attempts >= outbox_max_attempts)
+	{
+		nulls[3] = 'n';
+		args[4] = TimestampTzGetDatum(now);
+	}
+	else
+	{
+		int64		delay = BackoffDelaySeconds(attempts, outbox_backoff_seconds,
+												outbox_backoff_max_seconds);
+
+		args[3] = TimestampTzGetDatum(now + delay * USECS_PER_SEC);
+		nulls[4] = 'n';
+	}
+	(void) SpiExecute(&stmt_fail_update, args, nulls, false, 0);
+	if (nulls[3] == 'n' && !keynull)
+		SubsPromoteKeys(1, &sub, &key);
+	SpiFinish();
+
+	ereport(LOG,
+			(errmsg("outbox message %s failed attempt %d of %d in subscription \"%s\": %s",
+					DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(id))),
+					attempts, outbox_max_attempts, text_to_cstring(name),
+					text_to_cstring(error)),
+			 errhidestmt(true)));
+	return true;
+}
+
+/* Push the lease that owner holds to now + lease_seconds. */
+bool
+SubsExtend(pg_uuid_t *id, text *owner, int lease_seconds, text *name,
+		   TimestampTz now)
+{
+	Datum		args[4];
+
+	args[0] = UUIDPGetDatum(id);
+	args[1] = PointerGetDatum(name);
+	args[2] = PointerGetDatum(owner);
+	args[3] = TimestampTzGetDatum(now + (int64) lease_seconds * USECS_PER_SEC);
+	return SpiRun(&stmt_extend, args, NULL) > 0;
+}
+
+/*
+ * Revive dead messages: which (a uuid, or true for every dead message) of
+ * the subscriptions locked by lock (with lockargs).
+ */
+static int64
+obx_retry(SavedStatement *lock, Datum *lockargs, Datum which, TimestampTz now)
+{
+	Datum		args[3];
+	Datum	   *subs;
+	uint64		n;
+	uint64		i;
+	int64		revived = 0;
+
+	SpiConnect();
+	n = SpiExecute(lock, lockargs, NULL, false, 0);
+	if (n > 0)
+	{
+		subs = palloc(sizeof(Datum) * n);
+		for (i = 0; i < n; i++)
+		{
+			bool		isnull;
+
+			subs[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+									1, &isnull);
+		}
+		args[0] = PointerGetDatum(construct_array(subs, (int) n, INT4OID, 4, true,
+												  TYPALIGN_INT));
+		args[1] = which;
+		args[2] = TimestampTzGetDatum(now);
+		revived = (int64) SpiExecute(lock == &stmt_retry_lock ? &stmt_retry_dead :
+									 &stmt_retry_dead_topic, args, NULL, false, 0);
+	}
+	SpiFinish();
+	return revived;
+}
+
+bool
+SubsRetryDead(pg_uuid_t *id, text *name, TimestampTz now)
+{
+	Datum		args[2];
+
+	args[0] = UUIDPGetDatum(id);
+	args[1] = PointerGetDatum(name);
+	return obx_retry(&stmt_retry_lock, args, UUIDPGetDatum(id), now) > 0;
+}
+
+int64
+SubsRetryDeadTopic(text *topic, text *name, TimestampTz now)
+{
+	Datum		args[2];
+
+	args[0] = PointerGetDatum(topic);
+	args[1] = PointerGetDatum(name);
+	return obx_retry(&stmt_retry_topic_lock, args, BoolGetDatum(true), now);
+}
+
+/*
+ * Purge the dead letters of named subscriptions that died before horizon,
+ * so that their messages may go.  Runs inside the caller's SPI connection.
+ */
+void
+SubsPurgeDead(TimestampTz horizon)
+{
+	Datum		args[1];
+
+	args[0] = TimestampTzGetDatum(horizon);
+	(void) SpiExecute(&stmt_purge_dead, args, NULL, false, 0);
+}

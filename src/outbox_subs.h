@@ -1,0 +1,57 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_subs.h
+ *		Named subscriptions: their rows in outbox.subscription and the
+ *		state of what each has read in outbox.subscription_state
+ *		(outbox_store_subs.c, outbox_store_subs_claim.c).
+ *
+ * A subscription is named by its topic and name; the calls that take a
+ * message id (complete, fail, extend, retry_dead) find the message among
+ * the subscriptions of that name, since a message belongs to one topic.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_SUBS_H
+#define OUTBOX_SUBS_H
+
+#include "postgres.h"
+
+#include "access/tupdesc.h"
+#include "fmgr.h"
+#include "datatype/timestamp.h"
+#include "utils/array.h"
+#include "utils/tuplestore.h"
+#include "utils/uuid.h"
+
+#include "outbox_store.h"
+
+/* the subscription argument of a call, and a claim's (outbox_api_subs.c) */
+extern text *CheckSubscription(FunctionCallInfo fcinfo, int argno);
+extern void CheckSubscriptionClaim(text *topic, text *name);
+
+/* managing subscriptions (outbox_store_subs.c) */
+extern bool SubsSchema(void);
+extern bool SubsCreate(text *topic, text *name, bool since_given,
+					   TimestampTz since, TimestampTz now);
+extern bool SubsDrop(text *topic, text *name);
+extern bool SubsPause(text *topic, text *name, bool pause, TimestampTz until);
+
+/* the outcome of a claim (outbox_store_subs.c) */
+extern bool SubsComplete(pg_uuid_t *id, text *owner, text *name);
+extern int64 SubsCompleteMany(ArrayType *ids, text *owner, text *name);
+extern bool SubsFail(pg_uuid_t *id, text *owner, text *error, text *name,
+					 TimestampTz now);
+extern bool SubsExtend(pg_uuid_t *id, text *owner, int lease_seconds,
+					   text *name, TimestampTz now);
+extern bool SubsRetryDead(pg_uuid_t *id, text *name, TimestampTz now);
+extern int64 SubsRetryDeadTopic(text *topic, text *name, TimestampTz now);
+extern void SubsPurgeDead(TimestampTz horizon);
+
+/* claiming (outbox_store_subs_claim.c) */
+extern int	SubsClaimToTuplestore(const ClaimRequest *req, text *name,
+								  TupleDesc tupdesc, Tuplestorestate *store);
+
+/* the key heads to hand out again after messages left their key (outbox_store_subs.c) */
+extern void SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys);
+
+#endif							/* OUTBOX_SUBS_H */

@@ -2,7 +2,8 @@
 # exporter connects as a role with pg_monitor and the documented monitoring
 # grants only, and /metrics shows exactly the messages of two topics in
 # every state, the age of their oldest undelivered message, the pause and
-# the stop of a route, the counters of an HTTP route's calls, the drain
+# the stop of a route, the counters of an HTTP route's calls, the counts,
+# ages and pause of two named subscriptions, the drain
 # worker's state and the age of its last error; once the
 # server is gone, pg_up is 0.  The exporter is stopped by its pid whatever
 # happens.
@@ -31,7 +32,8 @@ remote_server($node, 'app', 'inbox', 'postgres');
 $node->safe_psql('app', q{
 	CREATE ROLE krizaka_exporter LOGIN IN ROLE pg_monitor;
 	GRANT USAGE ON SCHEMA outbox TO krizaka_exporter;
-	GRANT SELECT ON outbox.topic_stats, outbox.route_http_stats TO krizaka_exporter;
+	GRANT SELECT ON outbox.topic_stats, outbox.route_http_stats, outbox.subscription_stats
+	  TO krizaka_exporter;
 	GRANT EXECUTE ON FUNCTION outbox.worker_status() TO krizaka_exporter;
 });
 
@@ -72,6 +74,16 @@ $node->safe_psql('app', q{
 	SELECT outbox.route_remote('mail', 'inbox', 'SELECT $1::text');
 	UPDATE outbox.routes SET paused_until = now() + interval '1 hour' WHERE topic = 'mail';
 	COMMIT;
+});
+# Named subscriptions: audit reads every message of orders (the first one
+# done, the second leased, 8 pending), replay every message of mail and is
+# paused.  Their oldest pending messages are those of the topics.
+$node->safe_psql('app', q{
+	SELECT outbox.subscribe('orders', 'audit', '-infinity');
+	SELECT outbox.complete(id, 'w4', 'audit') FROM outbox.claim('w4', 'orders', 1, NULL, 'audit');
+	SELECT count(*) FROM outbox.claim('w4', 'orders', 1, 3600, 'audit');
+	SELECT outbox.subscribe('mail', 'replay', '-infinity');
+	SELECT outbox.pause('mail', 'replay');
 });
 # An HTTP route with no message, and its counters as delivery writes them.
 $node->safe_psql('app', q{
@@ -225,6 +237,24 @@ is_deeply(
 	'krizaka_outbox_http_calls_total: the HTTP route\'s calls by class');
 is_deeply(series($m, 'krizaka_outbox_http_latency_seconds_total'), { 'datname="app",topic="hooks"' => 1.25 },
 	'krizaka_outbox_http_latency_seconds_total: the time its calls took');
+my $audit = 'datname="app",subscription="audit",topic="orders"';
+my $replay = 'datname="app",subscription="replay",topic="mail"';
+is_deeply(
+	{ map { ($_ => series($m, "krizaka_outbox_subscription_$_")) } qw(pending in_flight dead paused) },
+	{
+		pending => { $audit => 8, $replay => 4 },
+		in_flight => { $audit => 1, $replay => 0 },
+		dead => { $audit => 0, $replay => 0 },
+		paused => { $audit => 0, $replay => 1 },
+	},
+	'krizaka_outbox_subscription_*: each named subscription, exactly');
+my $sage = series($m, 'krizaka_outbox_subscription_oldest_pending_age_seconds');
+is_deeply([ sort keys %$sage ], [ $audit, $replay ], 'an oldest pending age per named subscription');
+ok(($sage->{$audit} // -1) >= $t1 - $epoch - 0.001 && ($sage->{$audit} // -1) <= $t2 - $epoch + 0.001,
+	'audit: the age of the oldest message of orders it has not finished ('
+	  . ($sage->{$audit} // 'none') . ')');
+ok(abs(($sage->{$audit} // 0) - ($sage->{$replay} // 0) - 3600) < 0.001,
+	'replay: that of mail, an hour younger');
 is_deeply(series($m, 'krizaka_outbox_worker_status'), worker_series('sleeping'),
 	'krizaka_outbox_worker_status: the worker sleeps, one series per state');
 is_deeply(series($m, 'krizaka_outbox_worker_last_error_age_seconds'), {},

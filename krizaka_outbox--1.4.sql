@@ -437,7 +437,9 @@ COMMENT ON VIEW outbox.topic_stats IS
  * read yet; a message before it is done for the subscription unless it has
  * a row in outbox.subscription_state.  A claim that reads the log moves
  * next_seq and holds the row's lock until it commits, so that claimers of
- * one subscription never read the same range twice.
+ * one subscription never read the same range twice.  expired_at: purge
+ * found it lagging more than outbox.subscription_max_lag; it holds no
+ * message back any more, and its claims are refused.
  */
 CREATE SEQUENCE outbox.subscription_id_seq AS integer;
 
@@ -449,6 +451,7 @@ CREATE TABLE outbox.subscription (
     created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
     paused_until  timestamptz,
     last_claim_at timestamptz,
+    expired_at    timestamptz,
     CONSTRAINT subscription_pkey PRIMARY KEY (sub_id),
     CONSTRAINT subscription_topic_name_key UNIQUE (topic, name)
 ) WITH (fillfactor = 50);
@@ -587,7 +590,8 @@ SELECT s.topic,
            LEAST(st.oldest_created_at, un.oldest_created_at),
        s.last_claim_at,
        s.paused_until,
-       CASE WHEN s.paused_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'paused'
+       CASE WHEN s.expired_at IS NOT NULL THEN 'expired'
+            WHEN s.paused_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'paused'
             ELSE 'active' END
   FROM outbox.subscription s
   CROSS JOIN LATERAL (

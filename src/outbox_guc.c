@@ -28,6 +28,7 @@ int			outbox_max_attempts = 8;
 int			outbox_backoff_seconds = 30;
 int			outbox_backoff_max_seconds = 3600;
 int			outbox_retention_days = 7;
+int			outbox_subscription_max_lag = 0;
 int			outbox_remote_timeout_ms = 10000;
 int			outbox_remote_pause_after = 3;
 int			outbox_http_timeout_ms = 10000;
@@ -100,6 +101,18 @@ OutboxGucInit(void)
 							&outbox_retention_days,
 							7, 1, 3650,
 							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+
+	/*
+	 * Superuser only: purge expires the subscriptions of every role by it,
+	 * so a role allowed to purge must not choose it.
+	 */
+	DefineCustomIntVariable("outbox.subscription_max_lag",
+							"Age of its oldest pending message past which purge expires a named subscription.",
+							"An expired subscription holds no message back and its claims are refused. 0 turns expiry off.",
+							&outbox_subscription_max_lag,
+							0, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 
 	/* no GUC_UNIT_MS, as for outbox.worker_naptime_ms below */

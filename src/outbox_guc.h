@@ -25,6 +25,7 @@ extern int	outbox_max_attempts;
 extern int	outbox_backoff_seconds;
 extern int	outbox_backoff_max_seconds;
 extern int	outbox_retention_days;
+extern int	outbox_subscription_max_lag;
 extern int	outbox_remote_timeout_ms;
 extern int	outbox_remote_pause_after;
 extern int	outbox_http_timeout_ms;

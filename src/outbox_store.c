@@ -242,14 +242,14 @@ static SavedStatement stmt_purge_delete = {
 
 /*
  * With named subscriptions (1.4): a message also waits until every named
- * subscription of its topic is done with it, read past it (next_seq) and
- * without a state row.
+ * subscription of its topic that has not expired is done with it, read
+ * past it (next_seq) and without a state row.
  */
 static SavedStatement stmt_purge_delete_subs = {
 	"DELETE FROM outbox.message m WHERE m.ctid OPERATOR(pg_catalog.=) ANY ($1)"
 	" AND " PURGE_FINISHED("$2")
 	" AND NOT EXISTS (SELECT 1 FROM outbox.subscription s"
-	"  WHERE s.topic OPERATOR(pg_catalog.=) m.topic"
+	"  WHERE s.topic OPERATOR(pg_catalog.=) m.topic AND s.expired_at IS NULL"
 	"  AND (m.seq OPERATOR(pg_catalog.>=) s.next_seq"
 	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state x"
 	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id"
@@ -915,6 +915,7 @@ StorePurge(TimestampTz horizon, int64 max_rows)
 	SpiConnect();
 	if (SubsSchema())
 	{
+		SubsExpire(GetCurrentTimestamp());
 		SubsPurgeDead(horizon);
 		deleted = obx_purge_streams(horizon, max_rows, &stmt_purge_delete_subs);
 	}

@@ -164,6 +164,25 @@ static SavedStatement stmt_promote = {
 	SPI_OK_UPDATE, 2, {INT4ARRAYOID, TEXTARRAYOID}
 };
 
+/*
+ * The subscriptions whose oldest pending message (the first unread one, or
+ * the first of its state rows not dead) was created before $2 expire at $1.
+ */
+static SavedStatement stmt_expire = {
+	"UPDATE outbox.subscription s SET expired_at = $1"
+	" WHERE s.expired_at IS NULL AND EXISTS ("
+	"  SELECT 1 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic"
+	"  AND m.seq OPERATOR(pg_catalog.=) LEAST("
+	"   (SELECT pg_catalog.min(x.seq) FROM outbox.subscription_state x"
+	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL),"
+	"   (SELECT pg_catalog.min(u.seq) FROM outbox.message u"
+	"    WHERE u.topic OPERATOR(pg_catalog.=) s.topic"
+	"    AND u.seq OPERATOR(pg_catalog.>=) s.next_seq))"
+	"  AND m.created_at OPERATOR(pg_catalog.<) $2)"
+	" RETURNING s.topic, s.name",
+	SPI_OK_UPDATE_RETURNING, 2, {TIMESTAMPTZOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP
+};
+
 static SavedStatement stmt_purge_dead = {
 	"DELETE FROM outbox.subscription_state"
 	" WHERE dead_at OPERATOR(pg_catalog.<) $1 AND dead_at IS NOT NULL",
@@ -485,4 +504,31 @@ SubsPurgeDead(TimestampTz horizon)
 
 	args[0] = TimestampTzGetDatum(horizon);
 	(void) SpiExecute(&stmt_purge_dead, args, NULL, false, 0);
+}
+
+/*
+ * With outbox.subscription_max_lag set: expire the subscriptions that lag
+ * more, so that they hold no message back, and say so in the log.  Runs
+ * inside the caller's SPI connection.
+ */
+void
+SubsExpire(TimestampTz now)
+{
+	Datum		args[2];
+	uint64		i;
+
+	if (outbox_subscription_max_lag <= 0)
+		return;
+	args[0] = TimestampTzGetDatum(now);
+	args[1] = TimestampTzGetDatum(now - (int64) outbox_subscription_max_lag * USECS_PER_SEC);
+	(void) SpiExecute(&stmt_expire, args, NULL, false, 0);
+	for (i = 0; i < SPI_processed; i++)
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("subscription \"%s\" of topic \"%s\" expired",
+						SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2),
+						SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)),
+				 errdetail("Its oldest pending message is older than outbox.subscription_max_lag (%d s): it holds no message back from purge any more, and its claims are refused.",
+						   outbox_subscription_max_lag),
+				 errhint("Drop it with outbox.unsubscribe and subscribe again.")));
 }

@@ -44,7 +44,7 @@
 #define SUBS_FRESH_READS	4
 
 static SavedStatement stmt_find = {
-	"SELECT sub_id, paused_until FROM outbox.subscription"
+	"SELECT sub_id, paused_until, expired_at FROM outbox.subscription"
 	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
 };
@@ -311,6 +311,14 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 	paused = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 											   SPI_tuptable->tupdesc, 2,
 											   &paused_null));
+	(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+	if (!isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("subscription \"%s\" of topic \"%s\" has expired",
+						text_to_cstring(name), text_to_cstring(req->topic)),
+				 errdetail("It lagged more than outbox.subscription_max_lag, and purge may have deleted messages it had not read."),
+				 errhint("Drop it with outbox.unsubscribe and subscribe again.")));
 	if (!paused_null && paused > req->now)
 	{
 		SpiFinish();

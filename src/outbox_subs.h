@@ -46,6 +46,7 @@ extern bool SubsExtend(pg_uuid_t *id, text *owner, int lease_seconds,
 extern bool SubsRetryDead(pg_uuid_t *id, text *name, TimestampTz now);
 extern int64 SubsRetryDeadTopic(text *topic, text *name, TimestampTz now);
 extern void SubsPurgeDead(TimestampTz horizon);
+extern void SubsExpire(TimestampTz now);
 
 /* claiming (outbox_store_subs_claim.c) */
 extern int	SubsClaimToTuplestore(const ClaimRequest *req, text *name,

@@ -38,7 +38,8 @@ CREATE SCHEMA bad_input;
 CREATE TABLE bad_input.victim (note text);
 INSERT INTO bad_input.victim VALUES ('untouched');
 
--- A fingerprint of everything stored: messages, markers, routes, victim.
+-- A fingerprint of everything stored: messages, markers, routes,
+-- subscriptions, victim.
 CREATE FUNCTION bad_input.state() RETURNS text
 LANGUAGE sql AS $$
     SELECT md5(coalesce((SELECT string_agg(m::text, '|' ORDER BY m.id) FROM outbox.message m), '')
@@ -46,6 +47,8 @@ LANGUAGE sql AS $$
                                      FROM outbox.processed p), '')
                || '#' || coalesce((SELECT string_agg(r::text, '|' ORDER BY r.topic) FROM outbox.routes r), '')
                || '#' || coalesce((SELECT string_agg(s::text, '|' ORDER BY s.topic) FROM outbox.route_secrets s), '')
+               || '#' || coalesce((SELECT string_agg(u::text, '|' ORDER BY u.sub_id) FROM outbox.subscription u), '')
+               || '#' || coalesce((SELECT string_agg(x::text, '|' ORDER BY x.sub_id, x.seq) FROM outbox.subscription_state x), '')
                || '#' || coalesce((SELECT string_agg(v::text, '|' ORDER BY v.note) FROM bad_input.victim v), ''))
 $$;
 
@@ -107,6 +110,9 @@ $$;
 --   a marker of consumer "c" for b001         (consume_once)
 --   a foreign server for remote routes, never connected to
 --   an HTTP route of topic bi_http, with a secret (rotate_http_secret)
+--   a subscription "bs" of topics bi_leased, bi_dead and bi, which reads
+--   them from their start: b001 leased to "w" and b002 dead in it, b004
+--   not read yet
 --
 CREATE FUNCTION bad_input.id(n integer) RETURNS uuid
 LANGUAGE sql IMMUTABLE AS $$
@@ -128,6 +134,13 @@ SELECT outbox.consume_once('c', bad_input.id(1));
 SELECT outbox.route_notify('routed', 'routed_events');
 SELECT outbox.route_http('bi_http', 'https://hooks.example.com/bi', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
 UPDATE outbox.message SET created_at = '2024-01-02 03:04:05.678+00';
+SELECT t AS topic, outbox.subscribe(t, 'bs', '-infinity') AS subscribed
+  FROM unnest(ARRAY['bi_leased', 'bi_dead', 'bi']) AS t;
+SELECT id FROM outbox.claim('w', 'bi_leased', NULL, NULL, 'bs');
+SET outbox.max_attempts = 1;
+SELECT id FROM outbox.claim('w', 'bi_dead', NULL, NULL, 'bs');
+SELECT outbox.fail(bad_input.id(2), 'w', 'boom', 'bs');
+RESET outbox.max_attempts;
 CREATE EXTENSION dblink;
 CREATE SERVER bad_input_srv FOREIGN DATA WRAPPER dblink_fdw
     OPTIONS (host '127.0.0.1', port '1', dbname 'nowhere');
@@ -135,6 +148,10 @@ CREATE USER MAPPING FOR CURRENT_USER SERVER bad_input_srv OPTIONS (user 'nobody'
 SELECT id, topic, attempts, leased_until IS NOT NULL AS leased, lease_owner,
        delivered_at IS NOT NULL AS delivered, dead_at IS NOT NULL AS dead
   FROM outbox.message ORDER BY id;
+SELECT s.topic, s.name, x.id, x.attempts, x.leased_until IS NOT NULL AS leased, x.lease_owner,
+       x.dead_at IS NOT NULL AS dead
+  FROM outbox.subscription_state x JOIN outbox.subscription s USING (sub_id)
+ ORDER BY x.id;
 SELECT bad_input.state() AS fixture \gset
 
 --
@@ -160,6 +177,8 @@ INSERT INTO bad_input.val VALUES
     ('text', 13, 'format directives', $$'%s%n%x%%'$$),
     ('text', 14, '1 MB three-byte characters', $$repeat('€', 349526)$$),
     ('text', 15, 'U+00A0 U+200B U+FEFF (nothing shows)', $$chr(160) || chr(8203) || chr(65279)$$),
+    -- the subscription of the fixture
+    ('subscription', 16, 'subscription bs', $$'bs'$$),
     -- uuid
     ('uuid', 1, 'NULL', 'NULL'),
     ('uuid', 2, 'empty', $$''$$),
@@ -354,25 +373,45 @@ INSERT INTO bad_input.call VALUES
     ('claim', 3, 'batch_size', 'int batch_size', $$SELECT count(*) FROM outbox.claim('w2', NULL, %v)$$, NULL),
     ('claim', 4, 'lease_seconds', 'int lease_seconds', $$SELECT count(*) FROM outbox.claim('w2', 'bi', 1, %v)$$,
      $$SELECT 'lease ' || ceil(extract(epoch FROM leased_until - clock_timestamp())) || ' s' FROM outbox.message WHERE id = bad_input.id(4)$$),
+    ('claim', 5, 'subscription', 'text subscription', $$SELECT count(*) FROM outbox.claim('w2', 'bi', 1, NULL, %v)$$, NULL),
     ('complete', 1, 'id', 'uuid fixture_id', $$SELECT outbox.complete(%v, 'w')$$, NULL),
     ('complete', 2, 'owner', 'text', $$SELECT outbox.complete(bad_input.id(1), %v)$$, NULL),
+    ('complete', 3, 'subscription', 'text subscription', $$SELECT outbox.complete(bad_input.id(1), 'w', %v)$$, NULL),
     ('complete_many', 1, 'ids', 'uuid[]', $$SELECT outbox.complete_many(%v, 'w')$$, NULL),
     ('complete_many', 2, 'owner', 'text', $$SELECT outbox.complete_many(ARRAY[bad_input.id(1)], %v)$$, NULL),
+    ('complete_many', 3, 'subscription', 'text subscription', $$SELECT outbox.complete_many(ARRAY[bad_input.id(1)], 'w', %v)$$, NULL),
     ('complete_and_claim', 1, 'ids', 'uuid[]', $$SELECT count(*) FROM outbox.complete_and_claim(%v, 'w', 'bi', 1)$$, NULL),
     ('complete_and_claim', 2, 'owner', 'text', $$SELECT count(*) FROM outbox.complete_and_claim(ARRAY[bad_input.id(1)], %v, 'bi', 1)$$, NULL),
     ('complete_and_claim', 3, 'topic', 'text', $$SELECT count(*) FROM outbox.complete_and_claim('{}', 'w2', %v, 1)$$, NULL),
     ('complete_and_claim', 4, 'batch_size', 'int batch_size', $$SELECT count(*) FROM outbox.complete_and_claim('{}', 'w2', NULL, %v)$$, NULL),
     ('complete_and_claim', 5, 'lease_seconds', 'int lease_seconds', $$SELECT count(*) FROM outbox.complete_and_claim('{}', 'w2', 'bi', 1, %v)$$, NULL),
+    ('complete_and_claim', 6, 'subscription', 'text subscription', $$SELECT count(*) FROM outbox.complete_and_claim(ARRAY[bad_input.id(1)], 'w', 'bi_leased', 1, NULL, %v)$$, NULL),
     ('fail', 1, 'id', 'uuid fixture_id', $$SELECT outbox.fail(%v, 'w', 'boom')$$, NULL),
     ('fail', 2, 'owner', 'text', $$SELECT outbox.fail(bad_input.id(1), %v, 'boom')$$, NULL),
     ('fail', 3, 'error', 'text', $$SELECT outbox.fail(bad_input.id(1), 'w', %v)$$,
      $$SELECT 'last_error of ' || length(last_error) || ' characters, ' || octet_length(last_error) || ' bytes' FROM outbox.message WHERE id = bad_input.id(1)$$),
+    ('fail', 4, 'subscription', 'text subscription', $$SELECT outbox.fail(bad_input.id(1), 'w', 'boom', %v)$$, NULL),
     ('extend', 1, 'id', 'uuid fixture_id', $$SELECT outbox.extend(%v, 'w')$$, NULL),
     ('extend', 2, 'owner', 'text', $$SELECT outbox.extend(bad_input.id(1), %v)$$, NULL),
     ('extend', 3, 'lease_seconds', 'int lease_seconds', $$SELECT outbox.extend(bad_input.id(1), 'w', %v)$$,
      $$SELECT 'lease ' || ceil(extract(epoch FROM leased_until - clock_timestamp())) || ' s' FROM outbox.message WHERE id = bad_input.id(1)$$),
+    ('extend', 4, 'subscription', 'text subscription', $$SELECT outbox.extend(bad_input.id(1), 'w', NULL, %v)$$, NULL),
     ('retry_dead', 1, 'id', 'uuid fixture_id', $$SELECT outbox.retry_dead(%v)$$, NULL),
+    ('retry_dead', 2, 'subscription', 'text subscription', $$SELECT outbox.retry_dead(bad_input.id(2), %v)$$, NULL),
     ('retry_dead_topic', 1, 'topic', 'text', $$SELECT outbox.retry_dead_topic(%v)$$, NULL),
+    ('retry_dead_topic', 2, 'subscription', 'text subscription', $$SELECT outbox.retry_dead_topic('bi_dead', %v)$$, NULL),
+    ('subscribe', 1, 'topic', 'text', $$SELECT outbox.subscribe(%v, 'bs2')$$, NULL),
+    ('subscribe', 2, 'subscription', 'text subscription', $$SELECT outbox.subscribe('bi', %v)$$, NULL),
+    ('subscribe', 3, 'since', 'timestamptz', $$SELECT outbox.subscribe('bi', 'bs2', %v)$$,
+     $$SELECT 'claims ' || count(*) FROM outbox.claim('w3', 'bi', 500, NULL, 'bs2')$$),
+    ('unsubscribe', 1, 'topic', 'text', $$SELECT outbox.unsubscribe(%v, 'bs')$$, NULL),
+    ('unsubscribe', 2, 'subscription', 'text subscription', $$SELECT outbox.unsubscribe('bi_leased', %v)$$, NULL),
+    ('pause', 1, 'topic', 'text', $$SELECT outbox.pause(%v, 'bs')$$, NULL),
+    ('pause', 2, 'subscription', 'text subscription', $$SELECT outbox.pause('bi', %v)$$, NULL),
+    ('pause', 3, 'until', 'timestamptz', $$SELECT outbox.pause('bi', 'bs', %v)$$,
+     $$SELECT 'claims ' || count(*) FROM outbox.claim('w3', 'bi', 500, NULL, 'bs')$$),
+    ('resume', 1, 'topic', 'text', $$SELECT outbox.resume(%v, 'bs')$$, NULL),
+    ('resume', 2, 'subscription', 'text subscription', $$SELECT outbox.resume('bi', %v)$$, NULL),
     ('purge', 1, 'older_than', 'interval', $$SELECT outbox.purge(%v)$$, NULL),
     ('purge', 2, 'max_rows', 'bigint', $$SELECT outbox.purge('0', %v)$$, NULL),
     ('consume_once', 1, 'consumer', 'text', $$SELECT outbox.consume_once(%v, bad_input.id(1))$$, NULL),
@@ -558,5 +597,6 @@ DROP USER MAPPING FOR CURRENT_USER SERVER bad_input_srv;
 DROP SERVER bad_input_srv;
 DROP EXTENSION dblink;
 TRUNCATE outbox.routes;
+SELECT count(outbox.unsubscribe(topic, name)) AS unsubscribed FROM outbox.subscription;
 SELECT regress.reset();
 RESET TimeZone;

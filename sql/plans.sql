@@ -51,3 +51,38 @@ SELECT outbox.purge();
 SELECT relname, seq_scan, idx_scan > 0 AS by_index FROM pg_stat_xact_user_tables
  WHERE relid = 'outbox.message'::regclass;
 ROLLBACK;
+
+-- A named subscription: its statements planned on an empty state table,
+-- then run over a full one
+TRUNCATE outbox.message, outbox.subscription, outbox.subscription_state;
+SELECT outbox.subscribe('plans', 'sub');
+VACUUM ANALYZE outbox.message;
+VACUUM ANALYZE outbox.subscription_state;
+\c
+SELECT count(*) FROM outbox.claim('w', 'plans', 10, NULL, 'sub');
+SELECT outbox.complete('00000000-0000-0000-0000-000000000001', 'w', 'sub');
+SELECT outbox.complete_many(ARRAY['00000000-0000-0000-0000-000000000001'::uuid], 'w', 'sub');
+SELECT outbox.fail('00000000-0000-0000-0000-000000000001', 'w', 'boom', 'sub');
+SELECT outbox.extend('00000000-0000-0000-0000-000000000001', 'w', NULL, 'sub');
+SELECT outbox.retry_dead('00000000-0000-0000-0000-000000000001', 'sub');
+SELECT outbox.retry_dead_topic('plans', 'sub');
+SELECT outbox.purge();
+SELECT count(*) FROM (
+  SELECT outbox.append('plans', 'evt.plans.v1', jsonb_build_object('n', n), regress.id(n),
+                       ordering_key => CASE WHEN n % 10 = 0 THEN 'k' END)
+    FROM generate_series(1, 2000) n) s;
+BEGIN;
+SELECT count(*) FROM outbox.claim('w', 'plans', 500, NULL, 'sub');
+SELECT count(*) FROM outbox.claim('w', 'plans', 500, NULL, 'sub');
+SELECT outbox.complete(regress.id(1), 'w', 'sub');
+SELECT outbox.complete_many(ARRAY[regress.id(2), regress.id(10)], 'w', 'sub');
+SELECT outbox.fail(regress.id(4), 'w', 'boom', 'sub');
+SELECT outbox.extend(regress.id(5), 'w', NULL, 'sub');
+SELECT outbox.retry_dead(regress.id(6), 'sub');
+SELECT outbox.retry_dead_topic('plans', 'sub');
+SELECT outbox.purge();
+-- not one of them read the whole log or the subscription's whole state
+SELECT relname, seq_scan FROM pg_stat_xact_user_tables
+ WHERE relid IN ('outbox.message'::regclass, 'outbox.subscription_state'::regclass)
+ ORDER BY relname;
+ROLLBACK;

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(324);
+SELECT plan(388);
 
 CREATE TEMP TABLE fn (
     name name,
@@ -25,30 +25,42 @@ INSERT INTO fn VALUES
     ('append_batch', '{text,text,jsonb[],text}',
      'topic text, type text, payloads jsonb[], ordering_key text DEFAULT NULL::text',
      'setof uuid', true, true, 'volatile', 'u', 3),
-    ('claim', '{text,text,integer,integer}',
-     'owner text, topic text DEFAULT NULL::text, batch_size integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer',
+    ('claim', '{text,text,integer,integer,text}',
+     'owner text, topic text DEFAULT NULL::text, batch_size integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, subscription text DEFAULT NULL::text',
      'setof outbox.message', true, true, 'volatile', 'u', 1),
-    ('complete', '{uuid,text}',
-     'id uuid, owner text',
+    ('complete', '{uuid,text,text}',
+     'id uuid, owner text, subscription text DEFAULT NULL::text',
      'boolean', true, true, 'volatile', 'u', 2),
-    ('complete_many', '{uuid[],text}',
-     'ids uuid[], owner text',
+    ('complete_many', '{uuid[],text,text}',
+     'ids uuid[], owner text, subscription text DEFAULT NULL::text',
      'integer', true, true, 'volatile', 'u', 2),
-    ('complete_and_claim', '{uuid[],text,text,integer,integer}',
-     'ids uuid[], owner text, topic text DEFAULT NULL::text, batch_size integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer',
+    ('complete_and_claim', '{uuid[],text,text,integer,integer,text}',
+     'ids uuid[], owner text, topic text DEFAULT NULL::text, batch_size integer DEFAULT NULL::integer, lease_seconds integer DEFAULT NULL::integer, subscription text DEFAULT NULL::text',
      'setof outbox.message', true, true, 'volatile', 'u', 2),
-    ('fail', '{uuid,text,text}',
-     'id uuid, owner text, error text',
+    ('fail', '{uuid,text,text,text}',
+     'id uuid, owner text, error text, subscription text DEFAULT NULL::text',
      'boolean', true, true, 'volatile', 'u', 3),
-    ('extend', '{uuid,text,integer}',
-     'id uuid, owner text, lease_seconds integer DEFAULT NULL::integer',
+    ('extend', '{uuid,text,integer,text}',
+     'id uuid, owner text, lease_seconds integer DEFAULT NULL::integer, subscription text DEFAULT NULL::text',
      'boolean', true, true, 'volatile', 'u', 2),
-    ('retry_dead', '{uuid}',
-     'id uuid',
+    ('retry_dead', '{uuid,text}',
+     'id uuid, subscription text DEFAULT NULL::text',
      'boolean', true, true, 'volatile', 'u', 1),
-    ('retry_dead_topic', '{text}',
-     'topic text',
+    ('retry_dead_topic', '{text,text}',
+     'topic text, subscription text DEFAULT NULL::text',
      'bigint', true, true, 'volatile', 'u', 1),
+    ('subscribe', '{text,text,timestamp with time zone}',
+     'topic text, subscription text, since timestamp with time zone DEFAULT NULL::timestamp with time zone',
+     'boolean', true, true, 'volatile', 'u', 2),
+    ('unsubscribe', '{text,text}',
+     'topic text, subscription text',
+     'boolean', true, true, 'volatile', 'u', 2),
+    ('pause', '{text,text,timestamp with time zone}',
+     'topic text, subscription text, until timestamp with time zone DEFAULT ''infinity''::timestamp with time zone',
+     'boolean', true, true, 'volatile', 'u', 2),
+    ('resume', '{text,text}',
+     'topic text, subscription text',
+     'boolean', true, true, 'volatile', 'u', 2),
     ('purge', '{interval,bigint}',
      'older_than interval DEFAULT NULL::interval, max_rows bigint DEFAULT NULL::bigint',
      'bigint', true, true, 'volatile', 'u', 0),
@@ -94,6 +106,18 @@ SELECT functions_are('outbox', ARRAY(SELECT name FROM fn), 'schema outbox has ex
 SELECT is_empty($$SELECT proname FROM pg_proc WHERE pronamespace = 'outbox'::regnamespace
                    GROUP BY proname HAVING count(*) > 1$$,
                 'no function name is overloaded');
+-- the signatures of 1.3 that 1.4 gave a last argument subscription are gone
+SELECT hasnt_function('outbox', v.name, v.args,
+                      format('outbox.%s(%s) of 1.3 no longer exists', v.name, array_to_string(v.args, ', ')))
+  FROM (VALUES ('claim'::name, '{text,text,integer,integer}'::name[]),
+               ('complete', '{uuid,text}'),
+               ('complete_many', '{uuid[],text}'),
+               ('complete_and_claim', '{uuid[],text,text,integer,integer}'),
+               ('fail', '{uuid,text,text}'),
+               ('extend', '{uuid,text,integer}'),
+               ('retry_dead', '{uuid}'),
+               ('retry_dead_topic', '{text}')) AS v(name, args)
+ ORDER BY v.name;
 
 -- signatures and results
 SELECT has_function('outbox', name, args, format('outbox.%s(%s) exists', name, array_to_string(args, ', ')))

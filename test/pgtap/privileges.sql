@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(229);
+SELECT plan(302);
 
 --
 -- nothing for PUBLIC: not the schema, not the tables, not one function
@@ -50,12 +50,12 @@ GRANT EXECUTE ON FUNCTION outbox.append(text, text, jsonb, uuid, timestamptz, te
                           outbox.append_batch(text, text, jsonb[], text),
                           outbox.consume_once(text, uuid)
       TO outbox_test_writer;
-GRANT EXECUTE ON FUNCTION outbox.claim(text, text, integer, integer),
-                          outbox.extend(uuid, text, integer),
-                          outbox.complete(uuid, text),
-                          outbox.complete_many(uuid[], text),
-                          outbox.complete_and_claim(uuid[], text, text, integer, integer),
-                          outbox.fail(uuid, text, text),
+GRANT EXECUTE ON FUNCTION outbox.claim(text, text, integer, integer, text),
+                          outbox.extend(uuid, text, integer, text),
+                          outbox.complete(uuid, text, text),
+                          outbox.complete_many(uuid[], text, text),
+                          outbox.complete_and_claim(uuid[], text, text, integer, integer, text),
+                          outbox.fail(uuid, text, text, text),
                           outbox.envelope(outbox.message),
                           outbox.envelope_by_id(uuid)
       TO outbox_test_worker;
@@ -63,16 +63,21 @@ GRANT EXECUTE ON FUNCTION outbox.route_notify(text, text),
                           outbox.route_remote(text, name, text),
                           outbox.check_route(text),
                           outbox.unroute(text),
-                          outbox.retry_dead(uuid),
-                          outbox.retry_dead_topic(text),
+                          outbox.retry_dead(uuid, text),
+                          outbox.retry_dead_topic(text, text),
                           outbox.purge(interval, bigint),
                           outbox.drain_once(text),
                           outbox.worker_status(),
                           outbox.route_http(text, text, text, jsonb, text),
                           outbox.rotate_http_secret(text, text, interval),
-                          outbox.webhook_signature(text, text, bigint, text)
+                          outbox.webhook_signature(text, text, bigint, text),
+                          outbox.subscribe(text, text, timestamptz),
+                          outbox.unsubscribe(text, text),
+                          outbox.pause(text, text, timestamptz),
+                          outbox.resume(text, text)
       TO outbox_test_operator;
-GRANT SELECT ON outbox.routes, outbox.topic_stats, outbox.route_http_stats TO outbox_test_operator;
+GRANT SELECT ON outbox.routes, outbox.topic_stats, outbox.route_http_stats, outbox.subscription_stats
+      TO outbox_test_operator;
 
 -- what each role holds: exactly its grants
 SELECT schema_privs_are('outbox', r, CASE WHEN r = 'outbox_test_nobody' THEN '{}'::text[] ELSE ARRAY['USAGE'] END,
@@ -83,7 +88,7 @@ SELECT schema_privs_are('outbox', r, CASE WHEN r = 'outbox_test_nobody' THEN '{}
 SELECT table_privs_are('outbox', t, r, '{}'::text[], format('%s: no privilege on outbox.%s', r, t))
   FROM unnest(ARRAY['outbox_test_writer', 'outbox_test_worker', 'outbox_test_operator',
                     'outbox_test_nobody']::name[]) AS r,
-       unnest(ARRAY['message', 'processed', 'route_secrets']::name[]) AS t;
+       unnest(ARRAY['message', 'processed', 'route_secrets', 'subscription', 'subscription_state']::name[]) AS t;
 -- the routes and the statistics: SELECT for the operator, nothing for the others
 SELECT table_privs_are('outbox', t, r,
                        CASE WHEN r = 'outbox_test_operator' THEN ARRAY['SELECT'] ELSE '{}'::text[] END,
@@ -91,33 +96,37 @@ SELECT table_privs_are('outbox', t, r,
                               CASE WHEN r = 'outbox_test_operator' THEN 'SELECT' ELSE 'no privilege' END, t))
   FROM unnest(ARRAY['outbox_test_writer', 'outbox_test_worker', 'outbox_test_operator',
                     'outbox_test_nobody']::name[]) AS r,
-       unnest(ARRAY['routes', 'topic_stats', 'route_http_stats']::name[]) AS t;
+       unnest(ARRAY['routes', 'topic_stats', 'route_http_stats', 'subscription_stats']::name[]) AS t;
 
 CREATE TEMP TABLE recipe (fn name, args name[], role name) ON COMMIT DROP;
 INSERT INTO recipe VALUES
     ('append', '{text,text,jsonb,uuid,timestamp with time zone,text}', 'outbox_test_writer'),
     ('append_batch', '{text,text,jsonb[],text}', 'outbox_test_writer'),
     ('consume_once', '{text,uuid}', 'outbox_test_writer'),
-    ('claim', '{text,text,integer,integer}', 'outbox_test_worker'),
-    ('extend', '{uuid,text,integer}', 'outbox_test_worker'),
-    ('complete', '{uuid,text}', 'outbox_test_worker'),
-    ('complete_many', '{uuid[],text}', 'outbox_test_worker'),
-    ('complete_and_claim', '{uuid[],text,text,integer,integer}', 'outbox_test_worker'),
-    ('fail', '{uuid,text,text}', 'outbox_test_worker'),
+    ('claim', '{text,text,integer,integer,text}', 'outbox_test_worker'),
+    ('extend', '{uuid,text,integer,text}', 'outbox_test_worker'),
+    ('complete', '{uuid,text,text}', 'outbox_test_worker'),
+    ('complete_many', '{uuid[],text,text}', 'outbox_test_worker'),
+    ('complete_and_claim', '{uuid[],text,text,integer,integer,text}', 'outbox_test_worker'),
+    ('fail', '{uuid,text,text,text}', 'outbox_test_worker'),
     ('envelope', '{outbox.message}', 'outbox_test_worker'),
     ('envelope_by_id', '{uuid}', 'outbox_test_worker'),
     ('route_notify', '{text,text}', 'outbox_test_operator'),
     ('route_remote', '{text,name,text}', 'outbox_test_operator'),
     ('check_route', '{text}', 'outbox_test_operator'),
     ('unroute', '{text}', 'outbox_test_operator'),
-    ('retry_dead', '{uuid}', 'outbox_test_operator'),
-    ('retry_dead_topic', '{text}', 'outbox_test_operator'),
+    ('retry_dead', '{uuid,text}', 'outbox_test_operator'),
+    ('retry_dead_topic', '{text,text}', 'outbox_test_operator'),
     ('purge', '{interval,bigint}', 'outbox_test_operator'),
     ('drain_once', '{text}', 'outbox_test_operator'),
     ('worker_status', '{}', 'outbox_test_operator'),
     ('route_http', '{text,text,text,jsonb,text}', 'outbox_test_operator'),
     ('rotate_http_secret', '{text,text,interval}', 'outbox_test_operator'),
-    ('webhook_signature', '{text,text,bigint,text}', 'outbox_test_operator');
+    ('webhook_signature', '{text,text,bigint,text}', 'outbox_test_operator'),
+    ('subscribe', '{text,text,timestamp with time zone}', 'outbox_test_operator'),
+    ('unsubscribe', '{text,text}', 'outbox_test_operator'),
+    ('pause', '{text,text,timestamp with time zone}', 'outbox_test_operator'),
+    ('resume', '{text,text}', 'outbox_test_operator');
 -- the recipe names every function of the extension
 SELECT set_eq($$SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace$$,
               $$SELECT fn FROM recipe$$,
@@ -178,7 +187,10 @@ SELECT is(pg_temp.as_role('outbox_test_writer', v.stmt), '42501', 'writer: ' || 
                ('cannot drain', $$SELECT outbox.drain_once()$$),
                ('cannot read outbox.routes', $$SELECT count(*) FROM outbox.routes$$),
                ('cannot write outbox.routes', $$INSERT INTO outbox.routes (topic, target, channel) VALUES ('t', 'notify', 'w')$$),
-               ('cannot read outbox.topic_stats', $$SELECT count(*) FROM outbox.topic_stats$$)) AS v(what, stmt);
+               ('cannot read outbox.topic_stats', $$SELECT count(*) FROM outbox.topic_stats$$),
+               ('cannot read outbox.subscription', $$SELECT count(*) FROM outbox.subscription$$),
+               ('cannot read outbox.subscription_state', $$SELECT count(*) FROM outbox.subscription_state$$),
+               ('cannot subscribe', $$SELECT outbox.subscribe('t', 'writer')$$)) AS v(what, stmt);
 
 -- the worker claims, extends, completes and fails, and reads envelopes of
 -- what it claimed; it cannot write or read the tables otherwise
@@ -216,7 +228,12 @@ SELECT is(pg_temp.as_role('outbox_test_worker', v.stmt), '42501', 'worker: ' || 
                ('cannot drain', $$SELECT outbox.drain_once('w')$$),
                ('cannot read outbox.routes', $$SELECT count(*) FROM outbox.routes$$),
                ('cannot delete from outbox.routes', $$DELETE FROM outbox.routes$$),
-               ('cannot read outbox.topic_stats', $$SELECT count(*) FROM outbox.topic_stats$$)) AS v(what, stmt);
+               ('cannot read outbox.topic_stats', $$SELECT count(*) FROM outbox.topic_stats$$),
+               ('cannot read outbox.subscription', $$SELECT count(*) FROM outbox.subscription$$),
+               ('cannot read outbox.subscription_state', $$SELECT count(*) FROM outbox.subscription_state$$),
+               ('cannot read outbox.subscription_stats', $$SELECT count(*) FROM outbox.subscription_stats$$),
+               ('cannot subscribe', $$SELECT outbox.subscribe('w', 'worker')$$),
+               ('cannot pause a subscription', $$SELECT outbox.pause('w', 'worker')$$)) AS v(what, stmt);
 
 -- the operator revives and purges, sets and removes routes, drains, and
 -- reads the routes and the statistics; it does nothing else.  A remote
@@ -269,6 +286,23 @@ SELECT is(pg_temp.value_as('outbox_test_operator',
                            $$SELECT format('%s/%s/%s/%s/%s', due, delayed, leased, dead, delivered) FROM outbox.topic_stats WHERE topic = 'ops'$$),
           '0/0/0/0/2', 'operator: topic_stats counts the topic''s messages');
 
+-- the operator manages the named subscriptions and reads their statistics;
+-- the worker claims for one of them with its grant of claim alone
+SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), 'ok', 'operator: ' || v.what)
+  FROM (VALUES (1, 'subscribe', $$SELECT outbox.subscribe('w', 'audit')$$),
+               (2, 'pause', $$SELECT outbox.pause('w', 'audit')$$),
+               (3, 'resume', $$SELECT outbox.resume('w', 'audit')$$),
+               (4, 'read outbox.subscription_stats', $$SELECT count(*) FROM outbox.subscription_stats$$)) AS v(n, what, stmt)
+ ORDER BY v.n;
+SELECT is(pg_temp.value_as('outbox_test_operator',
+                           $$SELECT string_agg(format('%s/%s', subscription, state), ' ') FROM outbox.subscription_stats
+                              WHERE topic = 'w' AND subscription IS NOT NULL$$),
+          'audit/active', 'operator: subscription_stats shows the subscription, resumed');
+SELECT is(pg_temp.as_role('outbox_test_worker', $$SELECT count(*) FROM outbox.claim('worker', 'w', 10, NULL, 'audit')$$),
+          'ok', 'worker: claim for a named subscription');
+SELECT is(pg_temp.as_role('outbox_test_operator', $$SELECT outbox.unsubscribe('w', 'audit')$$),
+          'ok', 'operator: unsubscribe');
+
 SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), '42501', 'operator: ' || v.what)
   FROM (VALUES ('cannot read outbox.message', $$SELECT count(*) FROM outbox.message$$),
                ('cannot read outbox.processed', $$SELECT count(*) FROM outbox.processed$$),
@@ -280,15 +314,19 @@ SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), '42501', 'operator: '
                ('cannot update outbox.routes', $$UPDATE outbox.routes SET channel = 'elsewhere'$$),
                ('cannot delete from outbox.routes', $$DELETE FROM outbox.routes$$),
                ('cannot read the secrets of HTTP routes', $$SELECT secret FROM outbox.route_secrets$$),
-               ('cannot write the counters of HTTP routes', $$DELETE FROM outbox.route_http_stats$$)) AS v(what, stmt);
+               ('cannot write the counters of HTTP routes', $$DELETE FROM outbox.route_http_stats$$),
+               ('cannot read outbox.subscription', $$SELECT count(*) FROM outbox.subscription$$),
+               ('cannot read outbox.subscription_state', $$SELECT count(*) FROM outbox.subscription_state$$),
+               ('cannot insert into outbox.subscription', $$INSERT INTO outbox.subscription (topic, name, next_seq) VALUES ('x', 'x', 0)$$)) AS v(what, stmt);
 
 -- what the operator may read holds no payload: counts and routes only
 SELECT is_empty($$SELECT a.attrelid::regclass, a.attname FROM pg_attribute a
-                   WHERE a.attrelid IN ('outbox.topic_stats'::regclass, 'outbox.routes'::regclass)
+                   WHERE a.attrelid IN ('outbox.topic_stats'::regclass, 'outbox.routes'::regclass,
+                                        'outbox.subscription_stats'::regclass)
                      AND a.attnum > 0 AND NOT a.attisdropped
                      AND (a.atttypid IN ('jsonb'::regtype, 'json'::regtype, 'uuid'::regtype)
                           OR a.attname IN ('payload', 'event_type', 'last_error', 'id'))$$,
-                'outbox.routes and outbox.topic_stats show no message id, type, payload or error');
+                'outbox.routes, outbox.topic_stats and outbox.subscription_stats show no message id, type, payload or error');
 
 -- a role with no grant can do nothing at all
 SELECT is(pg_temp.as_role('outbox_test_nobody', format('SELECT outbox.%I(%s)', f.fn,
@@ -306,6 +344,61 @@ SELECT is(pg_temp.as_role('outbox_test_nobody', format('SELECT 1 FROM %s LIMIT 1
   FROM pg_class c
  WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p', 'f')
  ORDER BY c.relname;
+
+--
+-- a database owner who is not a superuser: CREATE EXTENSION gives it every
+-- function and the readable tables and views, each with the grant option,
+-- the objects of subscriptions too; PUBLIC still nothing
+--
+CREATE ROLE outbox_test_dbowner NOLOGIN;
+DO $$
+BEGIN
+    EXECUTE format('ALTER DATABASE %I OWNER TO outbox_test_dbowner', current_database());
+END
+$$;
+DROP EXTENSION krizaka_outbox;
+CREATE EXTENSION krizaka_outbox;
+SELECT set_eq(
+    $$SELECT x.o, x.p, x.go FROM (
+        SELECT 'schema outbox' AS o, a.grantee, a.privilege_type AS p, a.is_grantable AS go
+          FROM pg_namespace n, aclexplode(n.nspacl) a WHERE n.nspname = 'outbox'
+        UNION ALL
+        SELECT c.oid::regclass::text, a.grantee, a.privilege_type, a.is_grantable
+          FROM pg_class c, aclexplode(c.relacl) a WHERE c.relnamespace = 'outbox'::regnamespace
+        UNION ALL
+        SELECT p.oid::regprocedure::text, a.grantee, a.privilege_type, a.is_grantable
+          FROM pg_proc p, aclexplode(p.proacl) a WHERE p.pronamespace = 'outbox'::regnamespace) x
+       WHERE x.grantee = 'outbox_test_dbowner'::regrole$$,
+    $$SELECT 'schema outbox' AS o, 'USAGE' AS p, true AS go
+      UNION ALL
+      SELECT t, 'SELECT', true
+        FROM unnest(ARRAY['outbox.message', 'outbox.processed', 'outbox.routes', 'outbox.topic_stats',
+                          'outbox.route_http_stats', 'outbox.subscription', 'outbox.subscription_state',
+                          'outbox.subscription_stats']) AS t
+      UNION ALL
+      SELECT p.oid::regprocedure::text, 'EXECUTE', true FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace$$,
+    'database owner: USAGE, SELECT on the readable tables and views, EXECUTE on every function, all with the grant option');
+SELECT function_privs_are('outbox', f.fn, f.args, 'outbox_test_dbowner', ARRAY['EXECUTE'],
+                          format('database owner: may execute outbox.%s(%s)', f.fn, array_to_string(f.args, ', ')))
+  FROM recipe f
+ WHERE f.fn IN ('claim', 'complete', 'complete_many', 'complete_and_claim', 'fail', 'extend', 'retry_dead',
+                'retry_dead_topic', 'subscribe', 'unsubscribe', 'pause', 'resume')
+ ORDER BY f.fn;
+SELECT table_privs_are('outbox', t, 'outbox_test_dbowner', ARRAY['SELECT'],
+                       format('database owner: SELECT on outbox.%s', t))
+  FROM unnest(ARRAY['subscription', 'subscription_state', 'subscription_stats']::name[]) AS t;
+SELECT sequence_privs_are('outbox', 'subscription_id_seq', 'outbox_test_dbowner', '{}'::text[],
+                          'database owner: no privilege on outbox.subscription_id_seq');
+SELECT is_empty($$SELECT c.relname, a.privilege_type FROM pg_class c, aclexplode(c.relacl) AS a
+                   WHERE c.relnamespace = 'outbox'::regnamespace AND a.grantee = 0
+                  UNION ALL
+                  SELECT p.proname, a.privilege_type FROM pg_proc p, aclexplode(p.proacl) AS a
+                   WHERE p.pronamespace = 'outbox'::regnamespace AND a.grantee = 0$$,
+                'database owner''s database: still nothing for PUBLIC');
+SELECT is(pg_temp.as_role('outbox_test_dbowner', v.stmt), 'ok', 'database owner: ' || v.what)
+  FROM (VALUES (1, 'grants subscribe on', $$GRANT EXECUTE ON FUNCTION outbox.subscribe(text, text, timestamptz) TO outbox_test_nobody$$),
+               (2, 'grants SELECT on outbox.subscription_stats on', $$GRANT SELECT ON outbox.subscription_stats TO outbox_test_nobody$$)) AS v(n, what, stmt)
+ ORDER BY v.n;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -3,23 +3,25 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(129);
+SELECT plan(217);
 
--- the extension: version 1.3, fixed in schema outbox
+-- the extension: version 1.4, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'), '1.3', 'version 1.3');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'), '1.4', 'version 1.4');
 SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'krizaka_outbox'),
           'pg_catalog', 'recorded in pg_catalog, its objects in its own schema outbox (as pg_cron does)');
 SELECT ok(NOT (SELECT extrelocatable FROM pg_extension WHERE extname = 'krizaka_outbox'), 'not relocatable');
 SELECT has_schema('outbox', 'schema outbox exists');
 
 -- the tables, and nothing else that holds rows
-SELECT tables_are('outbox', ARRAY['message', 'processed', 'routes', 'route_secrets', 'route_http_stats'],
-                  'outbox has exactly the tables message, processed, routes, route_secrets and route_http_stats');
+SELECT tables_are('outbox', ARRAY['message', 'processed', 'routes', 'route_secrets', 'route_http_stats',
+                                  'subscription', 'subscription_state'],
+                  'outbox has exactly the tables message, processed, routes, route_secrets, route_http_stats, subscription and subscription_state');
 SELECT is_empty($$SELECT c.relname FROM pg_class c
                    WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('m', 'f', 'p')$$,
                 'outbox has no materialized views, foreign or partitioned tables');
-SELECT sequences_are('outbox', ARRAY['message_seq'], 'outbox has exactly the sequence message_seq (stream positions)');
+SELECT sequences_are('outbox', ARRAY['message_seq', 'subscription_id_seq'],
+                     'outbox has exactly the sequences message_seq (stream positions) and subscription_id_seq');
 
 -- columns: names, order, types, nullability and defaults in one statement ...
 SELECT results_eq(
@@ -83,13 +85,35 @@ INSERT INTO col VALUES
     ('message', 'ordering_key', 'text', false, NULL),
     ('processed', 'consumer', 'text', true, NULL),
     ('processed', 'message_id', 'uuid', true, NULL),
-    ('processed', 'processed_at', 'timestamp with time zone', true, 'now()');
+    ('processed', 'processed_at', 'timestamp with time zone', true, 'now()'),
+    ('subscription', 'sub_id', 'integer', true, 'nextval(''outbox.subscription_id_seq''::regclass)'),
+    ('subscription', 'topic', 'text', true, NULL),
+    ('subscription', 'name', 'text', true, NULL),
+    ('subscription', 'next_seq', 'bigint', true, NULL),
+    ('subscription', 'created_at', 'timestamp with time zone', true, 'now()'),
+    ('subscription', 'paused_until', 'timestamp with time zone', false, NULL),
+    ('subscription', 'last_claim_at', 'timestamp with time zone', false, NULL),
+    ('subscription', 'expired_at', 'timestamp with time zone', false, NULL),
+    ('subscription_state', 'sub_id', 'integer', true, NULL),
+    ('subscription_state', 'seq', 'bigint', true, NULL),
+    ('subscription_state', 'id', 'uuid', true, NULL),
+    ('subscription_state', 'ordering_key', 'text', false, NULL),
+    ('subscription_state', 'available_at', 'timestamp with time zone', true, NULL),
+    ('subscription_state', 'blocked', 'boolean', true, 'false'),
+    ('subscription_state', 'attempts', 'integer', true, '0'),
+    ('subscription_state', 'leased_until', 'timestamp with time zone', false, NULL),
+    ('subscription_state', 'lease_owner', 'text', false, NULL),
+    ('subscription_state', 'dead_at', 'timestamp with time zone', false, NULL),
+    ('subscription_state', 'last_error', 'text', false, NULL);
 
 SELECT col_type_is('outbox', tab, col, typ, format('outbox.%s.%s is %s', tab, col, typ))
   FROM col ORDER BY tab, col;
 SELECT is((SELECT c.collname::text FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
             WHERE a.attrelid = 'outbox.message'::regclass AND a.attname = 'ordering_key'),
           'C', 'outbox.message.ordering_key compares byte by byte (collation "C")');
+SELECT is((SELECT c.collname::text FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+            WHERE a.attrelid = 'outbox.subscription_state'::regclass AND a.attname = 'ordering_key'),
+          'C', 'outbox.subscription_state.ordering_key compares byte by byte (collation "C")');
 SELECT CASE WHEN not_null
             THEN col_not_null('outbox', tab, col, format('outbox.%s.%s is NOT NULL', tab, col))
             ELSE col_is_null('outbox', tab, col, format('outbox.%s.%s may be NULL', tab, col))
@@ -250,10 +274,143 @@ SELECT ok((SELECT pg_catalog.array_position(e.extconfig, 'outbox.route_secrets':
           'pg_dump keeps the secrets of HTTP routes, not their counters');
 
 --
+-- outbox.subscription and outbox.subscription_state: the named
+-- subscriptions of a topic, and what each has read and is not done with
+--
+SELECT results_eq(
+    $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
+             pg_get_expr(d.adbin, d.adrelid) COLLATE "default"
+        FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE a.attrelid = 'outbox.subscription'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attnum$$,
+    $$VALUES ('sub_id', 'integer', true, 'nextval(''outbox.subscription_id_seq''::regclass)'::text),
+             ('topic', 'text', true, NULL),
+             ('name', 'text', true, NULL),
+             ('next_seq', 'bigint', true, NULL),
+             ('created_at', 'timestamp with time zone', true, 'now()'),
+             ('paused_until', 'timestamp with time zone', false, NULL),
+             ('last_claim_at', 'timestamp with time zone', false, NULL),
+             ('expired_at', 'timestamp with time zone', false, NULL)$$,
+    'outbox.subscription: columns in order, with types, NOT NULL and defaults');
+SELECT results_eq(
+    $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
+             pg_get_expr(d.adbin, d.adrelid) COLLATE "default"
+        FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE a.attrelid = 'outbox.subscription_state'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attnum$$,
+    $$VALUES ('sub_id', 'integer', true, NULL::text),
+             ('seq', 'bigint', true, NULL),
+             ('id', 'uuid', true, NULL),
+             ('ordering_key', 'text', false, NULL),
+             ('available_at', 'timestamp with time zone', true, NULL),
+             ('blocked', 'boolean', true, 'false'),
+             ('attempts', 'integer', true, '0'),
+             ('leased_until', 'timestamp with time zone', false, NULL),
+             ('lease_owner', 'text', false, NULL),
+             ('dead_at', 'timestamp with time zone', false, NULL),
+             ('last_error', 'text', false, NULL)$$,
+    'outbox.subscription_state: columns in order, with types, NOT NULL and defaults');
+SELECT columns_are('outbox', 'subscription',
+                   ARRAY['sub_id', 'topic', 'name', 'next_seq', 'created_at', 'paused_until', 'last_claim_at',
+                         'expired_at'],
+                   'outbox.subscription has exactly its eight columns');
+SELECT columns_are('outbox', 'subscription_state',
+                   ARRAY['sub_id', 'seq', 'id', 'ordering_key', 'available_at', 'blocked', 'attempts',
+                         'leased_until', 'lease_owner', 'dead_at', 'last_error'],
+                   'outbox.subscription_state has exactly its eleven columns');
+SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'outbox.subscription'::regclass),
+          ARRAY['fillfactor=50'], 'outbox.subscription leaves room on its pages (fillfactor 50): claims update its rows');
+SELECT is((SELECT format('%s %s', s.seqtypid::regtype, d.refobjid::regclass || '.' || a.attname)
+             FROM pg_sequence s
+             JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = s.seqrelid
+                             AND d.refclassid = 'pg_class'::regclass AND d.deptype = 'a'
+             JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+            WHERE s.seqrelid = 'outbox.subscription_id_seq'::regclass),
+          'integer outbox.subscription.sub_id',
+          'outbox.subscription_id_seq is an integer sequence owned by outbox.subscription.sub_id');
+
+-- keys: a subscription by its id, and by its topic and name, once
+SELECT col_is_pk('outbox', 'subscription', 'sub_id', 'outbox.subscription: primary key (sub_id)');
+SELECT col_is_unique('outbox', 'subscription', ARRAY['topic', 'name'],
+                     'outbox.subscription: a name once per topic (unique (topic, name))');
+SELECT col_is_pk('outbox', 'subscription_state', ARRAY['sub_id', 'seq'],
+                 'outbox.subscription_state: primary key (sub_id, seq)');
+SELECT index_is_primary('outbox', 'subscription', 'subscription_pkey',
+                        'subscription_pkey is the primary key of outbox.subscription');
+SELECT index_is_primary('outbox', 'subscription_state', 'subscription_state_pkey',
+                        'subscription_state_pkey is the primary key of outbox.subscription_state');
+SELECT results_eq($$SELECT conrelid::regclass::text COLLATE "default", conname::text COLLATE "default",
+                           pg_get_constraintdef(oid) COLLATE "default"
+                      FROM pg_constraint
+                     WHERE conrelid IN ('outbox.subscription'::regclass, 'outbox.subscription_state'::regclass)
+                       AND contype <> 'n' ORDER BY 1, 2$$,
+                  $$VALUES ('outbox.subscription', 'subscription_pkey', 'PRIMARY KEY (sub_id)'),
+                           ('outbox.subscription', 'subscription_topic_name_key', 'UNIQUE (topic, name)'),
+                           ('outbox.subscription_state', 'subscription_state_pkey', 'PRIMARY KEY (sub_id, seq)')$$,
+                  'outbox.subscription and outbox.subscription_state: their keys, no other constraint');
+SELECT is_empty($$SELECT tgname FROM pg_trigger
+                   WHERE tgrelid IN ('outbox.subscription'::regclass, 'outbox.subscription_state'::regclass)$$,
+                'outbox.subscription and outbox.subscription_state have no triggers');
+SELECT indexes_are('outbox', 'subscription', ARRAY['subscription_pkey', 'subscription_topic_name_key'],
+                   'outbox.subscription has exactly the indexes of its keys');
+SELECT indexes_are('outbox', 'subscription_state',
+                   ARRAY['subscription_state_pkey', 'subscription_state_id_idx', 'subscription_state_due_idx',
+                         'subscription_state_key_idx', 'subscription_state_lease_idx', 'subscription_state_dead_idx'],
+                   'outbox.subscription_state has exactly its six indexes');
+SELECT is(pg_get_indexdef(format('outbox.%I', v.idx)::regclass), v.def, v.idx || ': ' || v.what)
+  FROM (VALUES ('subscription_topic_name_key',
+                'CREATE UNIQUE INDEX subscription_topic_name_key ON outbox.subscription USING btree (topic, name)',
+                'a subscription by topic and name'),
+               ('subscription_state_pkey',
+                'CREATE UNIQUE INDEX subscription_state_pkey ON outbox.subscription_state USING btree (sub_id, seq)',
+                'a message of a subscription by position'),
+               ('subscription_state_id_idx',
+                'CREATE UNIQUE INDEX subscription_state_id_idx ON outbox.subscription_state USING btree (id, sub_id)',
+                'a message of a subscription by id'),
+               ('subscription_state_due_idx',
+                'CREATE INDEX subscription_state_due_idx ON outbox.subscription_state USING btree (sub_id, available_at) WHERE ((dead_at IS NULL) AND (NOT blocked))',
+                'what a claim may lease, by when it is due'),
+               ('subscription_state_key_idx',
+                'CREATE INDEX subscription_state_key_idx ON outbox.subscription_state USING btree (sub_id, ordering_key, seq) WHERE ((ordering_key IS NOT NULL) AND (dead_at IS NULL))',
+                'the messages of each ordering key not dead, in stream order'),
+               ('subscription_state_lease_idx',
+                'CREATE INDEX subscription_state_lease_idx ON outbox.subscription_state USING btree (sub_id, leased_until) WHERE ((leased_until IS NOT NULL) AND (dead_at IS NULL))',
+                'the leases, for those that run out on their last attempt'),
+               ('subscription_state_dead_idx',
+                'CREATE INDEX subscription_state_dead_idx ON outbox.subscription_state USING btree (dead_at, sub_id) WHERE (dead_at IS NOT NULL)',
+                'the dead messages')) AS v(idx, def, what)
+ ORDER BY v.idx;
+
+--
+-- outbox.subscription_stats: counts per topic and subscription
+--
+SELECT has_view('outbox', 'subscription_stats', 'outbox.subscription_stats is a view');
+SELECT results_eq(
+    $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default"
+        FROM pg_attribute a
+       WHERE a.attrelid = 'outbox.subscription_stats'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attnum$$,
+    $$VALUES ('topic', 'text'),
+             ('subscription', 'text'),
+             ('pending', 'bigint'),
+             ('in_flight', 'bigint'),
+             ('dead', 'bigint'),
+             ('oldest_pending_age', 'interval'),
+             ('last_claim_at', 'timestamp with time zone'),
+             ('paused_until', 'timestamp with time zone'),
+             ('state', 'text')$$,
+    'outbox.subscription_stats: columns in order, with types');
+SELECT columns_are('outbox', 'subscription_stats',
+                   ARRAY['topic', 'subscription', 'pending', 'in_flight', 'dead', 'oldest_pending_age',
+                         'last_claim_at', 'paused_until', 'state'],
+                   'outbox.subscription_stats has exactly its nine columns');
+
+--
 -- outbox.topic_stats: a view of counts per topic, no message content
 --
 SELECT has_view('outbox', 'topic_stats', 'outbox.topic_stats is a view');
-SELECT views_are('outbox', ARRAY['topic_stats'], 'outbox has exactly the view topic_stats');
+SELECT views_are('outbox', ARRAY['topic_stats', 'subscription_stats'],
+                 'outbox has exactly the views topic_stats and subscription_stats');
 SELECT results_eq(
     $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default"
         FROM pg_attribute a
@@ -274,13 +431,14 @@ SELECT columns_are('outbox', 'topic_stats',
                          'oldest_undelivered_age_seconds'],
                    'outbox.topic_stats has exactly its nine columns');
 
--- pg_dump keeps the rows of the four tables
+-- pg_dump keeps the rows of the six tables and the two sequences
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c
                  WHERE e.extname = 'krizaka_outbox' ORDER BY 1),
-          ARRAY['outbox.message', 'outbox.message_seq', 'outbox.processed', 'outbox.route_secrets', 'outbox.routes'],
-          'the four tables and the sequence of positions are registered with pg_extension_config_dump');
+          ARRAY['outbox.message', 'outbox.message_seq', 'outbox.processed', 'outbox.route_secrets', 'outbox.routes',
+                'outbox.subscription', 'outbox.subscription_id_seq', 'outbox.subscription_state'],
+          'the six tables, the sequence of positions and that of subscriptions are registered with pg_extension_config_dump');
 SELECT is((SELECT extcondition FROM pg_extension WHERE extname = 'krizaka_outbox'),
-          ARRAY['', '', '', '', ''],
+          ARRAY['', '', '', '', '', '', '', ''],
           'with no condition: every row is dumped');
 
 -- everything in the schema belongs to the extension; the schema does not
@@ -294,6 +452,16 @@ SELECT ok(EXISTS (SELECT FROM pg_depend d
                    WHERE d.classid = 'pg_class'::regclass AND d.objid = 'outbox.topic_stats'::regclass
                      AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'),
           'the view topic_stats is a member of the extension');
+SELECT ok(EXISTS (SELECT FROM pg_depend d
+                   WHERE d.classid = 'pg_class'::regclass AND d.objid = 'outbox.subscription_stats'::regclass
+                     AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'),
+          'the view subscription_stats is a member of the extension');
+SELECT is_empty($$SELECT c.oid::regclass FROM pg_class c
+                   WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind = 'S'
+                     AND NOT EXISTS (SELECT FROM pg_depend d
+                                      WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                                        AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e')$$,
+                'every sequence is a member of the extension');
 SELECT is_empty($$SELECT p.oid::regprocedure FROM pg_proc p
                    WHERE p.pronamespace = 'outbox'::regnamespace
                      AND NOT EXISTS (SELECT FROM pg_depend d
@@ -310,6 +478,11 @@ SELECT isnt(obj_description('outbox.message'::regclass, 'pg_class'), NULL, 'outb
 SELECT isnt(obj_description('outbox.processed'::regclass, 'pg_class'), NULL, 'outbox.processed has a comment');
 SELECT isnt(obj_description('outbox.routes'::regclass, 'pg_class'), NULL, 'outbox.routes has a comment');
 SELECT isnt(obj_description('outbox.topic_stats'::regclass, 'pg_class'), NULL, 'outbox.topic_stats has a comment');
+SELECT isnt(obj_description('outbox.subscription'::regclass, 'pg_class'), NULL, 'outbox.subscription has a comment');
+SELECT isnt(obj_description('outbox.subscription_state'::regclass, 'pg_class'), NULL,
+            'outbox.subscription_state has a comment');
+SELECT isnt(obj_description('outbox.subscription_stats'::regclass, 'pg_class'), NULL,
+            'outbox.subscription_stats has a comment');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -138,10 +138,14 @@ my $owner_acl = sub {
 	# the counters of HTTP routes (1.3) are the owner's to read; their
 	# secrets are nobody's
 	my $stats = $node->safe_psql('app', q{SELECT to_regclass('outbox.route_http_stats') IS NOT NULL}) eq 't';
+	# and so are the subscriptions (1.4), their state and their statistics
+	my $subs = $node->safe_psql('app', q{SELECT to_regclass('outbox.subscription') IS NOT NULL}) eq 't';
 	return join("\n", sort((map { "$_ app_owner EXECUTE*" } @functions),
 		'message app_owner SELECT*', 'processed app_owner SELECT*', 'routes app_owner SELECT*',
 		'schema app_owner USAGE*', 'topic_stats app_owner SELECT*',
-		($stats ? ('route_http_stats app_owner SELECT*') : ())));
+		($stats ? ('route_http_stats app_owner SELECT*') : ()),
+		($subs ? ('subscription app_owner SELECT*', 'subscription_state app_owner SELECT*',
+			'subscription_stats app_owner SELECT*') : ())));
 };
 my $acl = $node->safe_psql('app', $acl_query);
 is(join("\n", sort split /\n/, $acl), $owner_acl->(),
@@ -303,6 +307,16 @@ my %part = (
 			END$$},
 		webhook_signature => q{SELECT outbox.webhook_signature('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'm', 1, '{}')},
 		'read route_http_stats' => q{SELECT count(*) FROM outbox.route_http_stats},
+		# named subscriptions (1.4): the calls run in name order, each makes
+		# what it needs
+		pause => q{DO $$BEGIN
+			PERFORM outbox.subscribe('sec', 'sec_audit');
+			PERFORM outbox.pause('sec', 'sec_audit');
+			END$$},
+		resume => q{SELECT outbox.resume('sec', 'sec_audit')},
+		subscribe => q{SELECT outbox.subscribe('sec', 'sec_replay', '-infinity')},
+		unsubscribe => q{SELECT outbox.unsubscribe('sec', 'sec_audit')},
+		'read subscription_stats' => q{SELECT count(*) FROM outbox.subscription_stats},
 	},
 	listener => { envelope_by_id => qq{SELECT outbox.envelope_by_id('$id')}, },
 	nobody => {},);

@@ -6,7 +6,7 @@
  *		NOTIFY drains timed at the listener, and W8's consumers with the
  *		snapshot they hold and the figures they sample.
  *
- *	driver pull SYSTEM conninfo topic workers batch total
+ *	driver pull SYSTEM conninfo topic workers batch total [subscriptions]
  *		SYSTEM is one of
  *		  floor    bare UPDATE of `batch` rows by key range per statement
  *		           (worker k takes batches k, k + workers, ...; `total` rows)
@@ -18,6 +18,15 @@
  *		Every statement runs in its own transaction (autocommit).  A worker
  *		stops when it gets nothing.  Prints one line:
  *		  "pull <system> messages=N seconds=S rate=R"
+ *		With subscriptions (krizaka and krizaka2 only), a comma-separated
+ *		list of named subscriptions of topic: each gets `workers` workers of
+ *		its own, all started together, which pass it as the subscription
+ *		argument of every call and consume `total` messages of it.  Prints
+ *		one line per subscription, its time running until its last worker
+ *		stopped:
+ *		  "pull <system> subscription=<name> messages=N seconds=S rate=R"
+ *		and, with more than one, the whole run:
+ *		  "pull <system> subscriptions=K messages=N seconds=S rate=R"
  *
  *	driver w8 SYSTEM conninfo topic workers batch clean hold recovery csv [nohold]
  *		The consumers of W8 (a held xmin horizon) while producers run
@@ -73,6 +82,7 @@
 #include "bench_common.h"
 
 #define MAX_WORKERS		64
+#define MAX_SUBSCRIPTIONS	16	/* of one pull run */
 #define IDLE_TIMEOUT_MS	10000
 #define POLL_IDLE_MS	10		/* W8: a worker that got nothing waits this long */
 #define SAMPLE_SECONDS	5		/* W8: one csv line every so many seconds */
@@ -116,7 +126,9 @@ typedef struct Worker
 	int			workers;
 	int			batch;
 	long		total;
+	const char *subscription;	/* a named subscription; NULL: the default */
 	long		done;			/* messages completed */
+	double		end;			/* when it stopped (now_ms) */
 	Shared	   *shared;			/* W8: consume until told to stop; else NULL */
 	char		error[512];
 } Worker;
@@ -336,13 +348,15 @@ claim_loop(PGconn *conn, Worker *w, const char *owner, Completion how)
 	pthread_barrier_wait(&start_barrier);
 	while (!stopped(w))
 	{
-		const char *claim[4] = {owner, w->topic, batch, ids};
-		const char *complete[2] = {ids, owner};
+		/* a named subscription: the last parameter of both statements */
+		const char *claim[5] = {owner, w->topic, batch,
+			how == COMPLETE_IN_CLAIM ? ids : w->subscription, w->subscription};
+		const char *complete[3] = {ids, owner, w->subscription};
+		int			nclaim = (how == COMPLETE_IN_CLAIM ? 4 : 3) + (w->subscription != NULL);
 		PGresult   *res;
 		double		start = now_ms();
 
-		if ((res = run_prepared(conn, w, "claim", how == COMPLETE_IN_CLAIM ? 4 : 3,
-								claim)) == NULL)
+		if ((res = run_prepared(conn, w, "claim", nclaim, claim)) == NULL)
 			break;
 		note_claim(w, start);
 		if (how == COMPLETE_IN_CLAIM)
@@ -363,7 +377,8 @@ claim_loop(PGconn *conn, Worker *w, const char *owner, Completion how)
 		if (how == COMPLETE_IN_CLAIM)
 			continue;
 
-		if ((res = run_prepared(conn, w, "complete", 2, complete)) == NULL)
+		if ((res = run_prepared(conn, w, "complete", 2 + (w->subscription != NULL),
+								complete)) == NULL)
 			break;
 		note_done(w, atol(how == COMPLETE_RESULT ? PQgetvalue(res, 0, 0) : PQcmdTuples(res)));
 		PQclear(res);
@@ -400,27 +415,38 @@ pull_plain(PGconn *conn, Worker *w)
 /*
  * krizaka: outbox.complete_and_claim, which completes the batch before
  * and claims the next in one call; krizaka2: outbox.claim, then
- * outbox.complete_many of the whole batch.
+ * outbox.complete_many of the whole batch.  With a named subscription, the
+ * same calls with its name as their subscription argument; without, the
+ * statements name none (the topic's default subscription).
  */
 static void
 pull_krizaka(PGconn *conn, Worker *w)
 {
-	char		owner[32];
+	char		owner[256];
+	int			named = w->subscription != NULL;
 
-	snprintf(owner, sizeof(owner), "krizaka-%d", w->no);
+	if (named)
+		snprintf(owner, sizeof(owner), "krizaka-%s-%d", w->subscription, w->no);
+	else
+		snprintf(owner, sizeof(owner), "krizaka-%d", w->no);
 	if (strcmp(w->system, "krizaka2") == 0)
 	{
-		prepare_or_die(conn, "claim",
+		prepare_or_die(conn, "claim", named ?
 					   "SELECT id, topic, event_type, payload, created_at, attempts "
-					   "FROM outbox.claim($1, $2, $3)", 3);
-		prepare_or_die(conn, "complete",
-					   "SELECT outbox.complete_many($1::uuid[], $2)", 2);
+					   "FROM outbox.claim($1, $2, $3, subscription => $4)" :
+					   "SELECT id, topic, event_type, payload, created_at, attempts "
+					   "FROM outbox.claim($1, $2, $3)", 3 + named);
+		prepare_or_die(conn, "complete", named ?
+					   "SELECT outbox.complete_many($1::uuid[], $2, $3)" :
+					   "SELECT outbox.complete_many($1::uuid[], $2)", 2 + named);
 		claim_loop(conn, w, owner, COMPLETE_RESULT);
 		return;
 	}
-	prepare_or_die(conn, "claim",
+	prepare_or_die(conn, "claim", named ?
 				   "SELECT id, topic, event_type, payload, created_at, attempts "
-				   "FROM outbox.complete_and_claim($4::uuid[], $1, $2, $3)", 4);
+				   "FROM outbox.complete_and_claim($4::uuid[], $1, $2, $3, subscription => $5)" :
+				   "SELECT id, topic, event_type, payload, created_at, attempts "
+				   "FROM outbox.complete_and_claim($4::uuid[], $1, $2, $3)", 4 + named);
 	claim_loop(conn, w, owner, COMPLETE_IN_CLAIM);
 }
 
@@ -479,21 +505,28 @@ pull_pgq(PGconn *conn, Worker *w)
 }
 
 /*
- * How many messages of topic are not delivered: a pull run of krizaka
- * counts a batch as done when the call that completes it returns, and
- * checks here that every completion took.
+ * How many messages of topic are not delivered (in a named subscription:
+ * not finished in it, dead ones included): a pull run of krizaka counts a
+ * batch as done when the call that completes it returns, and checks here
+ * that every completion took.
  */
 static long
-undelivered(const char *conninfo, const char *topic)
+undelivered(const char *conninfo, const char *topic, const char *subscription)
 {
 	PGconn	   *conn = connect_or_die(conninfo);
-	const char *params[1] = {topic};
+	const char *params[2] = {topic, subscription};
 	PGresult   *res;
 	long		n;
 
-	res = PQexecParams(conn, "SELECT count(*) FROM outbox.message"
-					   " WHERE topic = $1 AND delivered_at IS NULL",
-					   1, NULL, params, NULL, NULL, 0);
+	if (subscription != NULL)
+		res = PQexecParams(conn, "SELECT COALESCE(sum(pending + dead), 0)"
+						   " FROM outbox.subscription_stats"
+						   " WHERE topic = $1 AND subscription = $2",
+						   2, NULL, params, NULL, NULL, 0);
+	else
+		res = PQexecParams(conn, "SELECT count(*) FROM outbox.message"
+						   " WHERE topic = $1 AND delivered_at IS NULL",
+						   1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		die(conn, "counting undelivered messages");
 	n = atol(PQgetvalue(res, 0, 0));
@@ -517,32 +550,38 @@ pull_worker(void *arg)
 		pull_krizaka(conn, w);
 	else
 		pull_pgq(conn, w);
+	w->end = now_ms();
 	PQfinish(conn);
 	return NULL;
 }
 
 /*
  * Start `workers` threads running fn on w[0..workers-1] (system, conninfo
- * and topic from argv[2..4]); they wait at start_barrier, which the caller
- * passes too.  Exits if a thread cannot start.
+ * and topic from argv[2..4]), or with nsubs > 0 `workers` threads for each
+ * of the subscriptions subs[0..nsubs-1], in that order; they wait at
+ * start_barrier, which the caller passes too.  Exits if a thread cannot
+ * start.
  */
 static void
 start_workers(Worker *w, pthread_t *th, int workers, char **argv, int batch,
-			  long total, Shared *shared, void *(*fn) (void *))
+			  long total, Shared *shared, void *(*fn) (void *),
+			  char **subs, int nsubs)
 {
+	int			threads = workers * (nsubs > 0 ? nsubs : 1);
 	int			i;
 
-	pthread_barrier_init(&start_barrier, NULL, workers + 1);
-	for (i = 0; i < workers; i++)
+	pthread_barrier_init(&start_barrier, NULL, threads + 1);
+	for (i = 0; i < threads; i++)
 	{
 		memset(&w[i], 0, sizeof(Worker));
-		w[i].no = i;
+		w[i].no = i % workers;
 		w[i].system = argv[2];
 		w[i].conninfo = argv[3];
 		w[i].topic = argv[4];
 		w[i].workers = workers;
 		w[i].batch = batch;
 		w[i].total = total;
+		w[i].subscription = nsubs > 0 ? subs[i / workers] : NULL;
 		w[i].shared = shared;
 		if (pthread_create(&th[i], NULL, fn, &w[i]) != 0)
 		{
@@ -570,25 +609,30 @@ report_errors(Worker *w, int workers)
 	return failed;
 }
 
-/* driver pull SYSTEM conninfo topic workers batch total */
+/* driver pull SYSTEM conninfo topic workers batch total [subscriptions] */
 static int
 cmd_pull(int argc, char **argv)
 {
 	Worker		w[MAX_WORKERS];
 	pthread_t	th[MAX_WORKERS];
+	char	   *subs[MAX_SUBSCRIPTIONS];
+	char	   *list = NULL;
 	const char *system;
 	int			workers;
 	int			batch;
+	int			nsubs = 0;
+	int			threads;
 	long		total;
 	long		done = 0;
 	double		start;
 	double		seconds;
 	int			failed = 0;
 	int			i;
+	int			k;
 
-	if (argc != 8)
+	if (argc != 8 && argc != 9)
 	{
-		fprintf(stderr, "usage: driver pull floor|plain|krizaka|krizaka2|pgq conninfo topic workers batch total\n");
+		fprintf(stderr, "usage: driver pull floor|plain|krizaka|krizaka2|pgq conninfo topic workers batch total [subscriptions]\n");
 		return 2;
 	}
 	system = argv[2];
@@ -602,35 +646,100 @@ cmd_pull(int argc, char **argv)
 		fprintf(stderr, "driver: unknown system \"%s\"\n", system);
 		return 2;
 	}
-	if (workers < 1 || workers > MAX_WORKERS || batch < 1 || total < 1)
+	if (argc == 9)
 	{
-		fprintf(stderr, "driver: workers 1-%d, batch and total positive\n", MAX_WORKERS);
+		char	   *save = NULL;
+		char	   *name;
+
+		if (strncmp(system, "krizaka", 7) != 0)
+		{
+			fprintf(stderr, "driver: only krizaka and krizaka2 read a named subscription\n");
+			return 2;
+		}
+		list = strdup(argv[8]);
+		for (name = strtok_r(list, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save))
+		{
+			if (nsubs == MAX_SUBSCRIPTIONS)
+			{
+				fprintf(stderr, "driver: at most %d subscriptions\n", MAX_SUBSCRIPTIONS);
+				return 2;
+			}
+			subs[nsubs++] = name;
+		}
+		if (nsubs == 0)
+		{
+			fprintf(stderr, "driver: no subscription in \"%s\"\n", argv[8]);
+			return 2;
+		}
+	}
+	threads = workers * (nsubs > 0 ? nsubs : 1);
+	if (workers < 1 || threads > MAX_WORKERS || batch < 1 || total < 1)
+	{
+		fprintf(stderr, "driver: workers 1-%d in all, batch and total positive\n", MAX_WORKERS);
 		return 2;
 	}
 
 	/* the workers and this thread start the clock together */
-	start_workers(w, th, workers, argv, batch, total, NULL, pull_worker);
+	start_workers(w, th, workers, argv, batch, total, NULL, pull_worker, subs, nsubs);
 	pthread_barrier_wait(&start_barrier);
 	start = now_ms();
-	for (i = 0; i < workers; i++)
+	for (i = 0; i < threads; i++)
 		pthread_join(th[i], NULL);
 	seconds = (now_ms() - start) / 1000.0;
+	failed = report_errors(w, threads);
 
-	for (i = 0; i < workers; i++)
-		done += w[i].done;
-	failed = report_errors(w, workers);
-	printf("pull %s messages=%ld seconds=%.3f rate=%.0f\n",
-		   system, done, seconds, done / seconds);
-	if (done != total)
+	if (nsubs == 0)
 	{
-		fprintf(stderr, "driver: %ld messages completed, %ld expected\n", done, total);
-		failed = 1;
+		for (i = 0; i < workers; i++)
+			done += w[i].done;
+		printf("pull %s messages=%ld seconds=%.3f rate=%.0f\n",
+			   system, done, seconds, done / seconds);
+		if (done != total)
+		{
+			fprintf(stderr, "driver: %ld messages completed, %ld expected\n", done, total);
+			failed = 1;
+		}
+		if (strcmp(system, "krizaka") == 0 && undelivered(argv[3], argv[4], NULL) != 0)
+		{
+			fprintf(stderr, "driver: messages of topic %s left undelivered\n", argv[4]);
+			failed = 1;
+		}
+		free(list);
+		return failed;
 	}
-	if (strcmp(system, "krizaka") == 0 && undelivered(argv[3], argv[4]) != 0)
+
+	/* each subscription: until its last worker stopped */
+	for (k = 0; k < nsubs; k++)
 	{
-		fprintf(stderr, "driver: messages of topic %s left undelivered\n", argv[4]);
-		failed = 1;
+		long		n = 0;
+		double		end = start;
+
+		for (i = k * workers; i < (k + 1) * workers; i++)
+		{
+			n += w[i].done;
+			if (w[i].end > end)
+				end = w[i].end;
+		}
+		done += n;
+		printf("pull %s subscription=%s messages=%ld seconds=%.3f rate=%.0f\n",
+			   system, subs[k], n, (end - start) / 1000.0, n / ((end - start) / 1000.0));
+		if (n != total)
+		{
+			fprintf(stderr, "driver: %ld messages completed in subscription %s, %ld expected\n",
+					n, subs[k], total);
+			failed = 1;
+		}
+		if (strcmp(system, "krizaka") == 0 && undelivered(argv[3], argv[4], subs[k]) != 0)
+		{
+			fprintf(stderr, "driver: messages of topic %s left unfinished in subscription %s\n",
+					argv[4], subs[k]);
+			failed = 1;
+		}
 	}
+	if (nsubs > 1)
+		printf("pull %s subscriptions=%d messages=%ld seconds=%.3f rate=%.0f\n",
+			   system, nsubs, done, seconds, done / seconds);
+	free(list);
 	return failed;
 }
 
@@ -982,7 +1091,7 @@ cmd_w8(int argc, char **argv)
 	memset(&sh, 0, sizeof(sh));
 	pthread_mutex_init(&sh.lock, NULL);
 	start_workers(w, th, workers, argv, batch, 0, &sh,
-				  listener ? listen_worker : pull_worker);
+				  listener ? listen_worker : pull_worker, NULL, 0);
 	pthread_barrier_wait(&start_barrier);
 	start = now_ms();
 	take_reading(mon, &sh, start, &prev);

@@ -295,6 +295,33 @@ REVOKE ALL ON FUNCTION outbox.claim(text, text, integer, integer, text),
     outbox.retry_dead(uuid, text),
     outbox.retry_dead_topic(text, text) FROM PUBLIC;
 
+/*
+ * Default privileges of the updating role give nothing on the functions
+ * made here (as a fresh installation revokes them): the new functions get
+ * only the grants of the old ones, copied below.
+ */
+DO $do$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT a.grantee, p.oid::pg_catalog.regprocedure AS fn
+          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
+           -- the functions made by this script: those with an argument subscription
+           AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY['claim', 'complete', 'complete_many',
+                   'complete_and_claim', 'fail', 'extend', 'retry_dead', 'retry_dead_topic',
+                   'subscribe', 'unsubscribe', 'pause', 'resume']::pg_catalog.name[])
+           AND 'subscription'::pg_catalog.text OPERATOR(pg_catalog.=) ANY (p.proargnames)
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s', r.fn,
+            CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END);
+    END LOOP;
+END
+$do$;
+
 DO $do$
 DECLARE
     f record;

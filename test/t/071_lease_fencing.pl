@@ -28,8 +28,8 @@ $node->safe_psql('app', qq{
 		'INSERT INTO public.received (id, env) VALUES ((\$1->>''id'')::uuid, \$1)');
 	CREATE ROLE mallory LOGIN;
 	GRANT USAGE ON SCHEMA outbox TO mallory;
-	GRANT EXECUTE ON FUNCTION outbox.complete(uuid, text), outbox.complete_many(uuid[], text),
-		outbox.extend(uuid, text, integer), outbox.fail(uuid, text, text) TO mallory;
+	GRANT EXECUTE ON FUNCTION outbox.complete(uuid, text, text), outbox.complete_many(uuid[], text, text),
+		outbox.extend(uuid, text, integer, text), outbox.fail(uuid, text, text, text) TO mallory;
 	GRANT pg_read_all_stats TO mallory;
 });
 ok($node->poll_query_until('app',

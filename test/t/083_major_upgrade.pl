@@ -1,8 +1,9 @@
 # Moving to a newer PostgreSQL major with the outbox in place, the two ways
 # users do it: a dump taken from the old major restores into the new one,
 # and pg_upgrade moves the whole cluster.  Either way the messages, their
-# states, the consumers' markers and the routes arrive intact, and the
-# outbox keeps working on the new major.
+# states, the consumers' markers, the routes and the named subscriptions
+# with what they have in flight arrive intact, and the outbox keeps working
+# on the new major.
 #
 # Runs on the new major; the old one is the installation whose bin
 # directory is KRIZAKA_OLD_PGBIN, with the extension installed there too
@@ -49,6 +50,26 @@ my $fingerprint_sql = q{
 my $before = $old->safe_psql('app', $fingerprint_sql);
 like($before, qr/^001 \{"n": 1\} 1 t -, 002 \{"n": 2\} 1 f boom, 003/, "the data on $old_major");
 
+# A named subscription that reads the topic from its start, with two
+# messages leased and one of them failed, and its state rows.
+is($old->safe_psql('app', q{SELECT outbox.subscribe('live', 'audit', '-infinity')}), 't',
+	"a named subscription on $old_major");
+my @audit = split /\n/, $old->safe_psql('app', q{
+	SELECT id FROM outbox.claim('a1', 'live', 2, 3600, 'audit') ORDER BY seq});
+is(scalar(@audit), 2, 'the subscription leases two messages');
+is($old->safe_psql('app', qq{SELECT outbox.fail('$audit[0]', 'a1', 'audit boom', 'audit')}), 't',
+	'and fails one of them');
+my $subs_sql = q{
+	SELECT string_agg(format('%s %s %s %s', s.topic, s.name, s.next_seq, extract(epoch FROM s.created_at)), ', ')
+	  FROM outbox.subscription s
+	UNION ALL
+	SELECT string_agg(format('%s %s %s %s %s %s', x.seq, right(x.id::text, 3), x.attempts,
+		coalesce(x.lease_owner, '-'), extract(epoch FROM x.leased_until), coalesce(x.last_error, '-')), ', ' ORDER BY x.seq)
+	  FROM outbox.subscription_state x
+};
+my $subs_before = $old->safe_psql('app', $subs_sql);
+like($subs_before, qr/^live audit \d+ \S+\n(?=.* a1 )(?=.*audit boom)/s, "the subscription's rows on $old_major");
+
 # The outbox works on the new major: a new message is appended after the
 # others, and the due ones are claimed.
 sub works
@@ -60,6 +81,13 @@ sub works
 		}),
 		"t\n{\"n\": 4}, {\"n\": 5}",
 		"$what: appends and claims on the new major");
+	# the named subscription: the lease taken on the old major completes,
+	# and the message appended here is read
+	is( $node->safe_psql('app', qq{
+			SELECT outbox.complete('$audit[1]', 'a1', 'audit');
+			SELECT count(*) FILTER (WHERE payload = '{"n": 5}') FROM outbox.claim('a2', 'live', 100, NULL, 'audit');
+		}),
+		"t\n1", "$what: the named subscription goes on on the new major");
 	is($node->safe_psql('app',
 			q{SELECT extversion = default_version FROM pg_extension e JOIN pg_available_extensions a ON a.name = e.extname WHERE extname = 'krizaka_outbox'}),
 		't', "$what: the extension is at its current version");
@@ -79,6 +107,7 @@ $restored->safe_psql('postgres', 'CREATE DATABASE app');
 command_ok([ 'pg_restore', '--exit-on-error', '-d', $restored->connstr('app'), $dump ],
 	"the dump restores into $major");
 is($restored->safe_psql('app', $fingerprint_sql), $before, 'the restored data is the dumped data');
+is($restored->safe_psql('app', $subs_sql), $subs_before, 'the restored subscription is the dumped one');
 works($restored, 'restored');
 $restored->stop;
 
@@ -123,6 +152,7 @@ $upgraded->append_conf('postgresql.conf', "shared_preload_libraries = 'krizaka_o
 }
 $upgraded->start;
 is($upgraded->safe_psql('app', $fingerprint_sql), $before, 'the upgraded data is the old data');
+is($upgraded->safe_psql('app', $subs_sql), $subs_before, 'the upgraded subscription is the old one');
 works($upgraded, 'upgraded');
 $upgraded->stop;
 

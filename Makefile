@@ -18,6 +18,7 @@ OBJS = \
 	src/outbox_drain_xact.o \
 	src/outbox_envelope.o \
 	src/outbox_error.o \
+	src/outbox_gap.o \
 	src/outbox_guc.o \
 	src/outbox_http_addr.o \
 	src/outbox_http_call.o \
@@ -41,6 +42,7 @@ OBJS = \
 	src/outbox_store_routes.o \
 	src/outbox_store_subs.o \
 	src/outbox_store_subs_claim.o \
+	src/outbox_subs_scan.o \
 	src/outbox_stream.o \
 	src/outbox_uuid.o \
 	src/outbox_validate.o \

@@ -46,7 +46,9 @@ COMMENT ON TABLE outbox.subscription IS
  * or dead.  Done, the row goes: the table holds what is in flight, not the
  * history.  available_at is when the row is due next (its schedule, its
  * retry, or the end of its lease); blocked rows wait for the key's head to
- * be done or dead.
+ * be done or dead.  A hole is a message whose append was still in progress
+ * when a claim read past it: it is handed out once it commits, and goes
+ * when it rolls back.
  */
 CREATE TABLE outbox.subscription_state (
     sub_id        integer     NOT NULL,
@@ -55,6 +57,7 @@ CREATE TABLE outbox.subscription_state (
     ordering_key  text        COLLATE pg_catalog."C",
     available_at  timestamptz NOT NULL,
     blocked       boolean     NOT NULL DEFAULT false,
+    hole          boolean     NOT NULL DEFAULT false,
     attempts      integer     NOT NULL DEFAULT 0,
     leased_until  timestamptz,
     lease_owner   text,
@@ -69,7 +72,11 @@ CREATE UNIQUE INDEX subscription_state_id_idx
 -- the due read of a claim: the rows a claim may lease, by when they are due
 CREATE INDEX subscription_state_due_idx
     ON outbox.subscription_state (sub_id, available_at)
-    WHERE dead_at IS NULL AND NOT blocked;
+    WHERE dead_at IS NULL AND NOT blocked AND NOT hole;
+-- the appends a claim passed over while they were in progress
+CREATE INDEX subscription_state_hole_idx
+    ON outbox.subscription_state (sub_id, seq)
+    WHERE hole;
 -- the head of each ordering key, and the rows it blocks
 CREATE INDEX subscription_state_key_idx
     ON outbox.subscription_state (sub_id, ordering_key, seq)
@@ -173,7 +180,7 @@ SELECT s.topic,
             ELSE 'active' END
   FROM outbox.subscription s
   CROSS JOIN LATERAL (
-        SELECT pg_catalog.count(*) FILTER (WHERE x.dead_at IS NULL) AS pending,
+        SELECT pg_catalog.count(*) FILTER (WHERE x.dead_at IS NULL AND NOT x.hole) AS pending,
                pg_catalog.count(*) FILTER (
                    WHERE x.dead_at IS NULL
                      AND x.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()) AS in_flight,

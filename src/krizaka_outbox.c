@@ -45,6 +45,7 @@ _PG_init(void)
 
 	/* the topics' claim positions and the horizon of appends */
 	OutboxStreamInit();
+	OutboxGapInit();
 
 	/* the launcher; pg_upgrade's server must not deliver anything */
 	if (!IsBinaryUpgrade)

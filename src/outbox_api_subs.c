@@ -62,7 +62,7 @@ CheckSubscriptionClaim(text *topic, text *name)
 						text_to_cstring(name),
 						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
 				 errhint("Claim in a READ COMMITTED transaction.")));
-	if (!StreamAvailable())
+	if (!StreamAvailable() || !GapAvailable())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("claims of subscription \"%s\" need krizaka_outbox in shared_preload_libraries",

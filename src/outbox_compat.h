@@ -139,6 +139,18 @@ ObxProxyOptionAllowed(const char *keyword)
 #endif
 
 /*
+ * An index scan without instrumentation: from 18 index_beginscan takes
+ * where to count (IndexScanInstrumentation) before the keys.
+ */
+#if PG_VERSION_NUM >= 180000
+#define ObxIndexBeginScan(heap, index, snapshot, nkeys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), 0)
+#else
+#define ObxIndexBeginScan(heap, index, snapshot, nkeys) \
+	index_beginscan((heap), (index), (snapshot), (nkeys), 0)
+#endif
+
+/*
  * A wait event set for one wait, freed by the caller (FreeWaitEventSet).
  * Up to 16 it is allocated in cxt; from 17 it is allocated in
  * TopMemoryContext and takes a resource owner instead (none: the caller

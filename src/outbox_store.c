@@ -372,6 +372,7 @@ obx_append_begin(text *topic, text *ordering_key)
 {
 	if (ordering_key != NULL)
 		StreamLockKey(topic, ordering_key);
+	GapBegin();					/* until the row is in: GapEnd */
 	return StreamNoteAppend();
 }
 
@@ -499,6 +500,7 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 		break;
 	}
 	SpiFinish();
+	GapEnd();
 }
 
 /*
@@ -517,6 +519,7 @@ StoreAppendNew(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 					deferred, ordering_key);
 	if (!AppendDirect(args, nulls))
 		(void) SpiRun(&stmt_append_new[obx_v()], args, nulls);
+	GapEnd();
 }
 
 /*
@@ -562,7 +565,10 @@ StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 		(void) SpiRun(&stmt_append_new[obx_v()], row, rownulls);
 	}
 	if (i == nids)
+	{
+		GapEnd();
 		return;
+	}
 
 	args[0] = PointerGetDatum(ids);
 	args[1] = PointerGetDatum(topic);
@@ -573,6 +579,7 @@ StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 	args[6] = PointerGetDatum(ordering_key);
 	nulls[6] = ordering_key ? ' ' : 'n';
 	(void) SpiRun(&stmt_append_batch[obx_v()], args, nulls);
+	GapEnd();
 }
 
 /* Mark delivered the message id if owner holds it; false when it does not. */

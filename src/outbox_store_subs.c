@@ -219,11 +219,11 @@ SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys)
 }
 
 /*
- * The keyed rows of SPI_tuptable, whose columns subcol and keycol are a
- * sub_id and an ordering key: unblock what follows each.
+ * The rows of SPI_tuptable whose columns subcol and keycol are a sub_id and
+ * an ordering key (or NULL): unblock what follows each key.
  */
-static void
-obx_promote_returned(int subcol, int keycol)
+void
+SubsPromoteReturned(int subcol, int keycol)
 {
 	SPITupleTable *tt = SPI_tuptable;
 	uint64		n = SPI_processed;
@@ -273,12 +273,10 @@ SubsCreate(text *topic, text *name, bool since_given, TimestampTz since,
 											SPI_tuptable->tupdesc, 1, &isnull));
 		found = !isnull;
 	}
-	if (!found && StreamAvailable())
+	if (!found && StreamAvailable() && GapAvailable())
 	{
-		int64		taken;
-
-		/* appends still in progress are read too: they commit from now on */
-		start = StreamHorizon(&taken);
+		/* the appends whose rows are not in yet; not those in progress */
+		start = GapHorizon();
 	}
 	else if (!found)
 	{
@@ -344,7 +342,7 @@ obx_complete(SavedStatement *stmt, Datum id, text *owner, text *name)
 	SpiConnect();
 	done = (int64) SpiExecute(stmt, args, NULL, false, 0);
 	if (done > 0)
-		obx_promote_returned(1, 2);
+		SubsPromoteReturned(1, 2);
 	SpiFinish();
 	return done;
 }

@@ -14,11 +14,16 @@
  * read gets a state row: leased at once when it is due and its key's
  * head, else waiting for its available_at or behind its key.
  *
- * The horizon is the first position an append still in progress may
- * commit at (outbox_stream.c): every position below it has committed or
- * never will, so the frontier may pass it.  It exists only when the
- * library is preloaded; a claim of a named subscription without it is
- * refused rather than risk passing an append that commits later.
+ * The log is read with a dirty snapshot (outbox_subs_scan.c) below the gap
+ * horizon (outbox_gap.c), so the frontier passes appends still in
+ * progress: each becomes a hole, a state row that no claim hands out,
+ * looked at again by later claims (first thing in each, under the same
+ * lock) until its append commits (then it is handed out like a fresh
+ * message) or rolls back (then it goes).  An appender that does not
+ * commit, or a prepared transaction, holds back its own messages and the
+ * later ones of their ordering keys, nothing else.  The horizon exists
+ * only when the library is preloaded; a claim of a named subscription
+ * without it is refused (outbox_api_subs.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -28,6 +33,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
 #include "outbox.h"
@@ -43,8 +49,11 @@
 /* at most this many reads of the log per claim (keys and schedules skipped) */
 #define SUBS_FRESH_READS	4
 
+/* at most this many appends in progress passed over by one read of the log */
+#define SUBS_MAX_HOLES		1000
+
 static SavedStatement stmt_find = {
-	"SELECT sub_id, paused_until, expired_at FROM outbox.subscription"
+	"SELECT sub_id FROM outbox.subscription"
 	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
 };
@@ -72,6 +81,7 @@ static SavedStatement stmt_dead_mark = {
 static SavedStatement stmt_claim_due = {
 	"WITH c AS (SELECT c.seq FROM outbox.subscription_state c"
 	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.dead_at IS NULL AND NOT c.blocked"
+	"  AND NOT c.hole"
 	"  AND c.available_at OPERATOR(pg_catalog.<=) $2"
 	"  AND (c.leased_until IS NULL OR c.attempts OPERATOR(pg_catalog.<) $7)"
 	"  ORDER BY c.available_at LIMIT $3 FOR UPDATE SKIP LOCKED),"
@@ -89,44 +99,98 @@ static SavedStatement stmt_claim_due = {
 };
 
 static SavedStatement stmt_lock = {
-	"SELECT next_seq FROM outbox.subscription WHERE sub_id OPERATOR(pg_catalog.=) $1"
+	"SELECT next_seq, paused_until, expired_at FROM outbox.subscription"
+	" WHERE sub_id OPERATOR(pg_catalog.=) $1"
 	" FOR NO KEY UPDATE",
 	SPI_OK_SELECT, 1, {INT4OID}
 };
 
 /*
- * The fresh read: $1 sub_id, $2 topic, $3 frontier, $4 horizon, $5 how
- * many, $6 now, $7 lease end, $8 owner.  Returns every message read, in
- * position order; the leased ones have a lease owner.  A keyed message is
- * blocked when an earlier one of its key is not done: in this read, or
- * in a state row.
+ * The fresh read, of messages found committed ($3, positions) and of
+ * appends found in progress (holes: $4 positions, $5 ids, $9 keys, $10
+ * available_at), all of them in $3/$4 order at or after the frontier:
+ * $1 sub_id, $2 topic, $6 now, $7 lease end, $8 owner.  A keyed message
+ * or hole is blocked when an earlier one of its key is not done: in this
+ * read, or in a state row.  Returns the messages, in position order; the
+ * leased ones have a lease owner.
  */
 static SavedStatement stmt_claim_fresh = {
-	"WITH f AS MATERIALIZED (SELECT m.*,"
-	"  m.ordering_key IS NOT NULL AND ("
-	"   pg_catalog.row_number() OVER (PARTITION BY m.ordering_key ORDER BY m.seq)"
+	"WITH f AS MATERIALIZED (SELECT e.*, e.ordering_key IS NOT NULL AND ("
+	"   pg_catalog.row_number() OVER (PARTITION BY e.ordering_key ORDER BY e.seq)"
 	"    OPERATOR(pg_catalog.>) 1"
 	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state k"
 	"    WHERE k.sub_id OPERATOR(pg_catalog.=) $1"
-	"    AND k.ordering_key OPERATOR(pg_catalog.=) m.ordering_key AND k.dead_at IS NULL))"
-	"   AS blocked"
-	"  FROM (SELECT * FROM outbox.message WHERE topic OPERATOR(pg_catalog.=) $2"
-	"   AND seq OPERATOR(pg_catalog.>=) $3 AND seq OPERATOR(pg_catalog.<) $4"
-	"   ORDER BY seq LIMIT $5) m),"
-	" t AS (SELECT f.*, NOT f.blocked AND f.available_at OPERATOR(pg_catalog.<=) $6 AS take FROM f),"
-	" i AS (INSERT INTO outbox.subscription_state"
-	"  (sub_id, seq, id, ordering_key, available_at, blocked, attempts, leased_until, lease_owner)"
+	"    AND k.ordering_key OPERATOR(pg_catalog.=) e.ordering_key AND k.dead_at IS NULL"
+	"    AND k.seq OPERATOR(pg_catalog.<) e.seq)) AS blocked"
+	"  FROM (SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.available_at,"
+	"    m.seq, m.ordering_key, false AS hole FROM outbox.message m"
+	"    WHERE m.topic OPERATOR(pg_catalog.=) $2 AND m.seq OPERATOR(pg_catalog.=) ANY ($3)"
+	"   UNION ALL"
+	"   SELECT h.id, $2, NULL::pg_catalog.text, NULL::pg_catalog.jsonb,"
+	"    NULL::pg_catalog.timestamptz, h.available_at, h.seq,"
+	"    h.ordering_key COLLATE pg_catalog.\"C\", true"
+	"   FROM ROWS FROM (pg_catalog.unnest($4::pg_catalog.int8[]),"
+	"    pg_catalog.unnest($5::pg_catalog.uuid[]), pg_catalog.unnest($9::pg_catalog.text[]),"
+	"    pg_catalog.unnest($10::pg_catalog.timestamptz[]))"
+	"    AS h(seq, id, ordering_key, available_at)) e),"
+	" t AS (SELECT f.*, NOT f.hole AND NOT f.blocked"
+	"  AND f.available_at OPERATOR(pg_catalog.<=) $6 AS take FROM f),"
+	" i AS (INSERT INTO outbox.subscription_state (sub_id, seq, id, ordering_key,"
+	"   available_at, blocked, hole, attempts, leased_until, lease_owner)"
 	"  SELECT $1, t.seq, t.id, t.ordering_key,"
-	"   CASE WHEN t.take THEN $7 ELSE t.available_at END, t.blocked,"
+	"   CASE WHEN t.take THEN $7 ELSE t.available_at END, t.blocked, t.hole,"
 	"   CASE WHEN t.take THEN 1 ELSE 0 END,"
 	"   CASE WHEN t.take THEN $7 END, CASE WHEN t.take THEN $8 END FROM t"
 	"  RETURNING seq, attempts, leased_until, lease_owner)"
 	" SELECT f.id, f.topic, f.event_type, f.payload, f.created_at, f.available_at,"
 	" i.attempts, i.leased_until, i.lease_owner, NULL::pg_catalog.timestamptz,"
 	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, f.seq, false, f.ordering_key"
-	" FROM f JOIN i ON i.seq OPERATOR(pg_catalog.=) f.seq ORDER BY f.seq",
-	SPI_OK_SELECT, 8,
-	{INT4OID, TEXTOID, INT8OID, INT8OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID}
+	" FROM f JOIN i ON i.seq OPERATOR(pg_catalog.=) f.seq WHERE NOT f.hole ORDER BY f.seq",
+	SPI_OK_SELECT, 10,
+	{INT4OID, TEXTOID, INT8ARRAYOID, INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID,
+	 TIMESTAMPTZOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID}
+};
+
+/* the first holes of a subscription: $1 sub_id, $2 how many */
+static SavedStatement stmt_holes = {
+	"SELECT seq FROM outbox.subscription_state"
+	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND hole ORDER BY seq LIMIT $2",
+	SPI_OK_SELECT, 2, {INT4OID, INT4OID}
+};
+
+/* holes whose append rolled back: $1 sub_id, $2 positions */
+static SavedStatement stmt_holes_gone = {
+	"DELETE FROM outbox.subscription_state WHERE sub_id OPERATOR(pg_catalog.=) $1"
+	" AND seq OPERATOR(pg_catalog.=) ANY ($2) AND hole"
+	" RETURNING sub_id, ordering_key",
+	SPI_OK_DELETE_RETURNING, 2, {INT4OID, INT8ARRAYOID}
+};
+
+/*
+ * Holes whose append committed, handed out like fresh messages: $1
+ * sub_id, $2 topic, $3 positions, $4 now, $5 lease end, $6 owner.
+ */
+static SavedStatement stmt_holes_done = {
+	"WITH r AS (SELECT x.seq, m.available_at,"
+	"   NOT x.blocked AND m.available_at OPERATOR(pg_catalog.<=) $4 AS take"
+	"  FROM outbox.subscription_state x JOIN outbox.message m"
+	"   ON m.topic OPERATOR(pg_catalog.=) $2 AND m.seq OPERATOR(pg_catalog.=) x.seq"
+	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
+	"  AND x.hole),"
+	" u AS (UPDATE outbox.subscription_state x SET hole = false,"
+	"  available_at = CASE WHEN r.take THEN $5 ELSE r.available_at END,"
+	"  attempts = CASE WHEN r.take THEN 1 ELSE 0 END,"
+	"  leased_until = CASE WHEN r.take THEN $5 END,"
+	"  lease_owner = CASE WHEN r.take THEN $6 END"
+	"  FROM r WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) r.seq"
+	"  RETURNING x.seq, x.attempts, x.leased_until, x.lease_owner)"
+	" SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.available_at,"
+	" u.attempts, u.leased_until, u.lease_owner, NULL::pg_catalog.timestamptz,"
+	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, m.seq, false, m.ordering_key"
+	" FROM u JOIN outbox.message m ON m.topic OPERATOR(pg_catalog.=) $2"
+	" AND m.seq OPERATOR(pg_catalog.=) u.seq ORDER BY m.seq",
+	SPI_OK_SELECT, 6,
+	{INT4OID, TEXTOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID}
 };
 
 static SavedStatement stmt_advance = {
@@ -216,32 +280,107 @@ obx_dead_mark(Datum sub, const ClaimRequest *req)
 	}
 }
 
+/* an array of n Datums of type typid */
+static Datum
+obx_array(Datum *elems, bool *nulls, int n, Oid typid)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+
+	get_typlenbyvalalign(typid, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, typid,
+											  typlen, typbyval, typalign));
+}
+
 /*
- * Read the log from the frontier: up to want messages leased, in at most
- * SUBS_FRESH_READS reads.  Returns how many were leased.
+ * Look again at the first holes of the subscription (at most want): hand
+ * out those whose append committed, drop those that rolled back.  Returns
+ * how many were leased.
  */
 static int
-obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
+obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 				int want, SubsSink *sink)
 {
-	Datum		args[8];
-	bool		isnull;
-	int64		next;
-	int64		horizon;
-	int64		taken;
-	int64		start;
-	int			got = 0;
-	int			reads;
+	Datum		args[6];
+	Datum	   *done;
+	Datum	   *gone;
+	int64	   *seqs;
+	int		   *states;
+	int			ndone = 0;
+	int			ngone = 0;
+	int			n;
+	int			i;
+	int64		last;
 
 	args[0] = sub;
-	if (SpiExecute(&stmt_lock, args, NULL, false, 1) == 0)
-		return 0;				/* unsubscribed meanwhile */
-	next = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-									   1, &isnull));
+	args[1] = Int32GetDatum(want);
+	n = (int) SpiExecute(&stmt_holes, args, NULL, false, 0);
+	if (n == 0)
+		return 0;
+	seqs = palloc(sizeof(int64) * n);
+	states = palloc(sizeof(int) * n);
+	done = palloc(sizeof(Datum) * n);
+	gone = palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		seqs[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+											  SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SubsProbeStream(req->topic, seqs, n, states);
+	for (i = 0; i < n; i++)
+	{
+		if (states[i] == STREAM_COMMITTED)
+			done[ndone++] = Int64GetDatum(seqs[i]);
+		else if (states[i] == STREAM_GONE)
+			gone[ngone++] = Int64GetDatum(seqs[i]);
+	}
+	if (ngone > 0)
+	{
+		args[1] = obx_array(gone, NULL, ngone, INT8OID);
+		if (SpiExecute(&stmt_holes_gone, args, NULL, false, 0) > 0)
+			SubsPromoteReturned(1, 2);
+	}
+	if (ndone == 0)
+		return 0;
+	args[1] = PointerGetDatum(req->topic);
+	args[2] = obx_array(done, NULL, ndone, INT8OID);
+	args[3] = TimestampTzGetDatum(req->now);
+	args[4] = TimestampTzGetDatum(lease_end);
+	args[5] = PointerGetDatum(req->owner);
+	(void) SpiExecute(&stmt_holes_done, args, NULL, false, 0);
+	return obx_sink(sink, &last);
+}
+
+/*
+ * Read the log from the frontier: the holes first, then up to want
+ * messages leased, in at most SUBS_FRESH_READS reads.  Returns how many
+ * were leased.
+ */
+static int
+obx_claim_fresh(Datum sub, int64 next, const ClaimRequest *req,
+				TimestampTz lease_end, int want, SubsSink *sink)
+{
+	Datum		args[10];
+	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	int64		horizon;
+	int64		start;
+	int			got;
+	int			reads;
+	StreamEntry *entries;
+
+	args[0] = sub;
 	start = next;
 
-	/* after the lock: every append below the horizon has ended */
-	horizon = StreamHorizon(&taken);
+	got = obx_claim_holes(sub, req, lease_end, want, sink);
+
+	/* after the lock: below the horizon every append has its row in */
+	horizon = GapHorizon();
+	entries = palloc(sizeof(StreamEntry) * (want + SUBS_MAX_HOLES));
 
 	args[1] = PointerGetDatum(req->topic);
 	args[5] = TimestampTzGetDatum(req->now);
@@ -249,21 +388,54 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	args[7] = PointerGetDatum(req->owner);
 	for (reads = 0; reads < SUBS_FRESH_READS && got < want && next < horizon; reads++)
 	{
-		int			batch = want - got;
-		int64		last = next - 1;
-		uint64		read;
+		Datum	   *fresh;
+		Datum	   *hseq;
+		Datum	   *hid;
+		Datum	   *hkey;
+		bool	   *hkeynull;
+		Datum	   *havail;
+		int			nfresh = 0;
+		int			nholes = 0;
+		int64		end;
+		int64		last;
+		int			n;
+		int			i;
 
-		args[2] = Int64GetDatum(next);
-		args[3] = Int64GetDatum(horizon);
-		args[4] = Int32GetDatum(batch);
-		read = SpiExecute(&stmt_claim_fresh, args, NULL, false, 0);
-		got += obx_sink(sink, &last);
-		if (read < (uint64) batch)
+		n = SubsReadStream(req->topic, next, horizon, want - got, SUBS_MAX_HOLES,
+						   entries, &end);
+		if (n > 0)
 		{
-			next = horizon;		/* the rest below the horizon is not there */
-			break;
+			fresh = palloc(sizeof(Datum) * n);
+			hseq = palloc(sizeof(Datum) * n);
+			hid = palloc(sizeof(Datum) * n);
+			hkey = palloc(sizeof(Datum) * n);
+			hkeynull = palloc(sizeof(bool) * n);
+			havail = palloc(sizeof(Datum) * n);
+			for (i = 0; i < n; i++)
+			{
+				StreamEntry *e = &entries[i];
+
+				if (!e->in_progress)
+				{
+					fresh[nfresh++] = Int64GetDatum(e->seq);
+					continue;
+				}
+				hseq[nholes] = Int64GetDatum(e->seq);
+				hid[nholes] = UUIDPGetDatum(&e->id);
+				hkey[nholes] = PointerGetDatum(e->key);
+				hkeynull[nholes] = e->key == NULL;
+				havail[nholes] = TimestampTzGetDatum(e->available_at);
+				nholes++;
+			}
+			args[2] = obx_array(fresh, NULL, nfresh, INT8OID);
+			args[3] = obx_array(hseq, NULL, nholes, INT8OID);
+			args[4] = obx_array(hid, NULL, nholes, UUIDOID);
+			args[8] = obx_array(hkey, hkeynull, nholes, TEXTOID);
+			args[9] = obx_array(havail, NULL, nholes, TIMESTAMPTZOID);
+			(void) SpiExecute(&stmt_claim_fresh, args, nulls, false, 0);
+			got += obx_sink(sink, &last);
 		}
-		next = last + 1;
+		next = end;
 	}
 	if (next != start || got > 0)
 	{
@@ -289,6 +461,7 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 	bool		isnull;
 	bool		paused_null;
 	TimestampTz paused;
+	int64		next;
 	TimestampTz lease_end = req->now + (int64) req->lease_seconds * USECS_PER_SEC;
 	int			got;
 
@@ -308,6 +481,20 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 						text_to_cstring(name), text_to_cstring(req->topic)),
 				 errhint("Create it with outbox.subscribe(topic, subscription).")));
 	sub = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+	/*
+	 * The subscription's lock, held until commit: claims of a subscription
+	 * take turns, and see a pause or an expiry that committed while they
+	 * waited.
+	 */
+	args[0] = sub;
+	if (SpiExecute(&stmt_lock, args, NULL, false, 1) == 0)
+	{
+		SpiFinish();
+		return 0;				/* unsubscribed meanwhile */
+	}
+	next = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									   1, &isnull));
 	paused = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 											   SPI_tuptable->tupdesc, 2,
 											   &paused_null));
@@ -341,7 +528,7 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 		got = obx_sink(&sink, &last);
 	}
 	if (got < req->batch_size)
-		got += obx_claim_fresh(sub, req, lease_end, req->batch_size - got, &sink);
+		got += obx_claim_fresh(sub, next, req, lease_end, req->batch_size - got, &sink);
 	SpiFinish();
 	return got;
 }

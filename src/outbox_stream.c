@@ -468,6 +468,24 @@ StreamNoteAppend(void)
 	return first;
 }
 
+/*
+ * Take the next position, as a horizon does (outbox_gap.c), and remember
+ * it as the last this backend took.
+ */
+int64
+StreamTakePosition(void)
+{
+	stream_last = nextval_internal(obx_relation(STREAM_REL_SEQ, "sequence"), false);
+	return stream_last;
+}
+
+/* A floor of the next position this backend takes: positions only grow. */
+int64
+StreamFloor(void)
+{
+	return stream_last + 1;
+}
+
 /* A prepared transaction the horizon must ask about, copied from shmem */
 typedef struct StreamPrepared
 {

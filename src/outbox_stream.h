@@ -27,6 +27,17 @@ extern void StreamLockKey(text *topic, text *key);
 /* before this transaction appends its first message: the position it may take */
 extern int64 StreamNoteAppend(void);
 
+/* taking a position, and a floor of the next one (outbox_gap.c) */
+extern int64 StreamTakePosition(void);
+extern int64 StreamFloor(void);
+
+/* appends between taking a position and inserting their row (outbox_gap.c) */
+extern void OutboxGapInit(void);
+extern bool GapAvailable(void);
+extern void GapBegin(void);
+extern void GapEnd(void);
+extern int64 GapHorizon(void);
+
 /* the first position an append still in progress may commit at */
 extern int64 StreamHorizon(int64 *taken);
 

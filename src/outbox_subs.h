@@ -48,11 +48,30 @@ extern int64 SubsRetryDeadTopic(text *topic, text *name, TimestampTz now);
 extern void SubsPurgeDead(TimestampTz horizon);
 extern void SubsExpire(TimestampTz now);
 
+/* a position of a topic's stream as a dirty snapshot shows it (outbox_subs_scan.c) */
+typedef struct StreamEntry
+{
+	int64		seq;
+	bool		in_progress;	/* its append has not committed yet */
+	pg_uuid_t	id;
+	text	   *key;			/* ordering key, or NULL */
+	TimestampTz available_at;
+} StreamEntry;
+
+#define STREAM_COMMITTED	0
+#define STREAM_IN_PROGRESS	1
+#define STREAM_GONE			2
+
+extern int	SubsReadStream(text *topic, int64 from, int64 upto, int max_fresh,
+						   int max_holes, StreamEntry *entries, int64 *end);
+extern void SubsProbeStream(text *topic, const int64 *seqs, int n, int *states);
+
 /* claiming (outbox_store_subs_claim.c) */
 extern int	SubsClaimToTuplestore(const ClaimRequest *req, text *name,
 								  TupleDesc tupdesc, Tuplestorestate *store);
 
 /* the key heads to hand out again after messages left their key (outbox_store_subs.c) */
 extern void SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys);
+extern void SubsPromoteReturned(int subcol, int keycol);
 
 #endif							/* OUTBOX_SUBS_H */

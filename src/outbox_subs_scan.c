@@ -1,0 +1,212 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_subs_scan.c
+ *		A topic's stream read with a dirty snapshot, for the claims of
+ *		named subscriptions: which messages in a range of positions have
+ *		committed, and which are still being appended.
+ *
+ * An MVCC snapshot cannot tell an append in progress from a position
+ * that was never used (it belongs to another topic, or rolled back); a
+ * dirty snapshot sees the row of an append in progress, with the
+ * inserting transaction's id.  Below the gap horizon (outbox_gap.c) every
+ * append has its row in the index, so what this scan does not see there
+ * never will be: a claim reads past it, and keeps the appends in progress
+ * as holes to look at again.
+ *
+ * A message whose row a default subscription's claim is updating shows
+ * one version per index entry and HOT chain member; a position is in
+ * progress only when every version it shows is (an update never makes a
+ * committed message uncommitted).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/namespace.h"
+#include "executor/tuptable.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "outbox.h"
+#include "outbox_compat.h"
+#include "outbox_subs.h"
+
+/* The stream index of outbox.message, open for a few scans */
+typedef struct StreamScan
+{
+	Relation	heap;
+	Relation	index;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	SnapshotData dirty;
+	ScanKeyData keys[3];
+	AttrNumber	att_seq;
+	AttrNumber	att_id;
+	AttrNumber	att_key;
+	AttrNumber	att_available;
+} StreamScan;
+
+static void
+obx_scan_open(StreamScan *s, text *topic)
+{
+	Oid			nsp = get_namespace_oid("outbox", false);
+	Oid			relid = get_relname_relid("message", nsp);
+	Oid			indexid = get_relname_relid("message_stream_idx", nsp);
+
+	if (!OidIsValid(relid) || !OidIsValid(indexid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("outbox.message or its index message_stream_idx is missing")));
+	s->heap = table_open(relid, AccessShareLock);
+	s->index = index_open(indexid, AccessShareLock);
+	s->att_seq = get_attnum(relid, "seq");
+	s->att_id = get_attnum(relid, "id");
+	s->att_key = get_attnum(relid, "ordering_key");
+	s->att_available = get_attnum(relid, "available_at");
+	InitDirtySnapshot(s->dirty);
+	ScanKeyEntryInitialize(&s->keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   s->index->rd_indcollation[0], F_TEXTEQ,
+						   PointerGetDatum(topic));
+	s->scan = ObxIndexBeginScan(s->heap, s->index, &s->dirty, 3);
+	s->slot = table_slot_create(s->heap, NULL);
+}
+
+static void
+obx_scan_close(StreamScan *s)
+{
+	ExecDropSingleTupleTableSlot(s->slot);
+	index_endscan(s->scan);
+	index_close(s->index, AccessShareLock);
+	table_close(s->heap, AccessShareLock);
+}
+
+/* Start reading positions from from (inclusive) to upto (exclusive). */
+static void
+obx_scan_range(StreamScan *s, int64 from, int64 upto)
+{
+	ScanKeyEntryInitialize(&s->keys[1], 0, 2, BTGreaterEqualStrategyNumber,
+						   InvalidOid, InvalidOid, F_INT8GE, Int64GetDatum(from));
+	ScanKeyEntryInitialize(&s->keys[2], 0, 2, BTLessStrategyNumber,
+						   InvalidOid, InvalidOid, F_INT8LT, Int64GetDatum(upto));
+	index_rescan(s->scan, s->keys, 3, NULL, 0);
+}
+
+/*
+ * The next version the scan shows: its position, and whether the
+ * transaction that wrote it is in progress.  False at the end.
+ */
+static bool
+obx_scan_next(StreamScan *s, int64 *seq, bool *in_progress)
+{
+	bool		isnull;
+
+	if (!index_getnext_slot(s->scan, ForwardScanDirection, s->slot))
+		return false;
+	*seq = DatumGetInt64(slot_getattr(s->slot, s->att_seq, &isnull));
+	*in_progress = TransactionIdIsValid(s->dirty.xmin);
+	return true;
+}
+
+/*
+ * Read topic's stream from position from up to upto (exclusive) into
+ * entries: at most max_fresh committed messages and max_holes appends in
+ * progress.  *end is where the next read starts: the first position not
+ * examined, upto when the range was read to its end.  Returns the number
+ * of entries.
+ */
+int
+SubsReadStream(text *topic, int64 from, int64 upto, int max_fresh,
+			   int max_holes, StreamEntry *entries, int64 *end)
+{
+	StreamScan	s;
+	int64		seq;
+	bool		in_progress;
+	int			n = 0;
+	int			nfresh = 0;
+	int			nholes = 0;
+
+	*end = upto;
+	if (from >= upto)
+		return 0;
+	obx_scan_open(&s, topic);
+	obx_scan_range(&s, from, upto);
+	while (obx_scan_next(&s, &seq, &in_progress))
+	{
+		StreamEntry *e;
+		bool		isnull;
+		Datum		key;
+
+		if (n > 0 && entries[n - 1].seq == seq)
+		{
+			/* another version of the same message */
+			e = &entries[n - 1];
+			if (e->in_progress && !in_progress)
+			{
+				e->in_progress = false;
+				nholes--;
+				nfresh++;
+			}
+			continue;
+		}
+		if (nfresh >= max_fresh || nholes >= max_holes)
+		{
+			*end = seq;
+			break;
+		}
+		e = &entries[n++];
+		e->seq = seq;
+		e->in_progress = in_progress;
+		if (in_progress)
+			nholes++;
+		else
+			nfresh++;
+		memcpy(&e->id, DatumGetUUIDP(slot_getattr(s.slot, s.att_id, &isnull)),
+			   sizeof(pg_uuid_t));
+		key = slot_getattr(s.slot, s.att_key, &isnull);
+		e->key = isnull ? NULL : DatumGetTextPCopy(key);
+		e->available_at = DatumGetTimestampTz(slot_getattr(s.slot, s.att_available,
+														   &isnull));
+	}
+	obx_scan_close(&s);
+	return n;
+}
+
+/*
+ * What became of the appends at positions seqs[0..n-1] of topic: states[i]
+ * is STREAM_COMMITTED, STREAM_IN_PROGRESS, or STREAM_GONE (rolled back).
+ */
+void
+SubsProbeStream(text *topic, const int64 *seqs, int n, int *states)
+{
+	StreamScan	s;
+	int			i;
+
+	if (n == 0)
+		return;
+	obx_scan_open(&s, topic);
+	for (i = 0; i < n; i++)
+	{
+		int64		seq;
+		bool		in_progress;
+
+		states[i] = STREAM_GONE;
+		obx_scan_range(&s, seqs[i], seqs[i] + 1);
+		while (obx_scan_next(&s, &seq, &in_progress))
+		{
+			if (!in_progress)
+			{
+				states[i] = STREAM_COMMITTED;
+				break;
+			}
+			states[i] = STREAM_IN_PROGRESS;
+		}
+	}
+	obx_scan_close(&s);
+}

@@ -110,7 +110,7 @@ static SavedStatement stmt_extend = {
 /* the subscriptions (of name $2) whose dead message $1 is revived, locked */
 static SavedStatement stmt_retry_lock = {
 	"SELECT s.sub_id FROM outbox.subscription s"
-	" WHERE s.name OPERATOR(pg_catalog.=) $2 AND s.sub_id IN ("
+	" WHERE s.name OPERATOR(pg_catalog.=) $2 AND s.sub_id OPERATOR(pg_catalog.=) ANY ("
 	"  SELECT x.sub_id FROM outbox.subscription_state x"
 	"  WHERE x.id OPERATOR(pg_catalog.=) $1 AND x.dead_at IS NOT NULL)"
 	" ORDER BY s.sub_id FOR NO KEY UPDATE OF s",

@@ -111,12 +111,12 @@ export async function createTestDatabase(suffix) {
         outbox.consume_once(text, uuid)
       TO ${id(writerRole)};
     GRANT EXECUTE ON FUNCTION
-        outbox.claim(text, text, integer, integer),
-        outbox.extend(uuid, text, integer),
-        outbox.complete(uuid, text),
-        outbox.complete_many(uuid[], text),
-        outbox.complete_and_claim(uuid[], text, text, integer, integer),
-        outbox.fail(uuid, text, text),
+        outbox.claim(text, text, integer, integer, text),
+        outbox.extend(uuid, text, integer, text),
+        outbox.complete(uuid, text, text),
+        outbox.complete_many(uuid[], text, text),
+        outbox.complete_and_claim(uuid[], text, text, integer, integer, text),
+        outbox.fail(uuid, text, text, text),
         outbox.envelope(outbox.message)
       TO ${id(workerRole)};
     GRANT EXECUTE ON FUNCTION outbox.envelope_by_id(uuid) TO ${id(listenerRole)};`);

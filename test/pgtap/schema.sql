@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(217);
+SELECT plan(221);
 
 -- the extension: version 1.4, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
@@ -100,6 +100,7 @@ INSERT INTO col VALUES
     ('subscription_state', 'ordering_key', 'text', false, NULL),
     ('subscription_state', 'available_at', 'timestamp with time zone', true, NULL),
     ('subscription_state', 'blocked', 'boolean', true, 'false'),
+    ('subscription_state', 'hole', 'boolean', true, 'false'),
     ('subscription_state', 'attempts', 'integer', true, '0'),
     ('subscription_state', 'leased_until', 'timestamp with time zone', false, NULL),
     ('subscription_state', 'lease_owner', 'text', false, NULL),
@@ -304,6 +305,7 @@ SELECT results_eq(
              ('ordering_key', 'text', false, NULL),
              ('available_at', 'timestamp with time zone', true, NULL),
              ('blocked', 'boolean', true, 'false'),
+             ('hole', 'boolean', true, 'false'),
              ('attempts', 'integer', true, '0'),
              ('leased_until', 'timestamp with time zone', false, NULL),
              ('lease_owner', 'text', false, NULL),
@@ -315,9 +317,9 @@ SELECT columns_are('outbox', 'subscription',
                          'expired_at'],
                    'outbox.subscription has exactly its eight columns');
 SELECT columns_are('outbox', 'subscription_state',
-                   ARRAY['sub_id', 'seq', 'id', 'ordering_key', 'available_at', 'blocked', 'attempts',
+                   ARRAY['sub_id', 'seq', 'id', 'ordering_key', 'available_at', 'blocked', 'hole', 'attempts',
                          'leased_until', 'lease_owner', 'dead_at', 'last_error'],
-                   'outbox.subscription_state has exactly its eleven columns');
+                   'outbox.subscription_state has exactly its twelve columns');
 SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'outbox.subscription'::regclass),
           ARRAY['fillfactor=50'], 'outbox.subscription leaves room on its pages (fillfactor 50): claims update its rows');
 SELECT is((SELECT format('%s %s', s.seqtypid::regtype, d.refobjid::regclass || '.' || a.attname)
@@ -355,8 +357,9 @@ SELECT indexes_are('outbox', 'subscription', ARRAY['subscription_pkey', 'subscri
                    'outbox.subscription has exactly the indexes of its keys');
 SELECT indexes_are('outbox', 'subscription_state',
                    ARRAY['subscription_state_pkey', 'subscription_state_id_idx', 'subscription_state_due_idx',
-                         'subscription_state_key_idx', 'subscription_state_lease_idx', 'subscription_state_dead_idx'],
-                   'outbox.subscription_state has exactly its six indexes');
+                         'subscription_state_hole_idx', 'subscription_state_key_idx', 'subscription_state_lease_idx',
+                         'subscription_state_dead_idx'],
+                   'outbox.subscription_state has exactly its seven indexes');
 SELECT is(pg_get_indexdef(format('outbox.%I', v.idx)::regclass), v.def, v.idx || ': ' || v.what)
   FROM (VALUES ('subscription_topic_name_key',
                 'CREATE UNIQUE INDEX subscription_topic_name_key ON outbox.subscription USING btree (topic, name)',
@@ -368,8 +371,11 @@ SELECT is(pg_get_indexdef(format('outbox.%I', v.idx)::regclass), v.def, v.idx ||
                 'CREATE UNIQUE INDEX subscription_state_id_idx ON outbox.subscription_state USING btree (id, sub_id)',
                 'a message of a subscription by id'),
                ('subscription_state_due_idx',
-                'CREATE INDEX subscription_state_due_idx ON outbox.subscription_state USING btree (sub_id, available_at) WHERE ((dead_at IS NULL) AND (NOT blocked))',
+                'CREATE INDEX subscription_state_due_idx ON outbox.subscription_state USING btree (sub_id, available_at) WHERE ((dead_at IS NULL) AND (NOT blocked) AND (NOT hole))',
                 'what a claim may lease, by when it is due'),
+               ('subscription_state_hole_idx',
+                'CREATE INDEX subscription_state_hole_idx ON outbox.subscription_state USING btree (sub_id, seq) WHERE hole',
+                'the appends a claim passed over while they were in progress'),
                ('subscription_state_key_idx',
                 'CREATE INDEX subscription_state_key_idx ON outbox.subscription_state USING btree (sub_id, ordering_key, seq) WHERE ((ordering_key IS NOT NULL) AND (dead_at IS NULL))',
                 'the messages of each ordering key not dead, in stream order'),

@@ -17,7 +17,8 @@
  * next_seq and holds the row's lock until it commits, so that claimers of
  * one subscription never read the same range twice.  expired_at: purge
  * found it lagging more than outbox.subscription_max_lag; it holds no
- * message back any more, and its claims are refused.
+ * message back any more, and its claims are refused.  leases_checked_at:
+ * when a claim last looked for leases that ran out (at most once a second).
  */
 CREATE SEQUENCE outbox.subscription_id_seq AS integer;
 
@@ -30,6 +31,7 @@ CREATE TABLE outbox.subscription (
     paused_until  timestamptz,
     last_claim_at timestamptz,
     expired_at    timestamptz,
+    leases_checked_at timestamptz,
     CONSTRAINT subscription_pkey PRIMARY KEY (sub_id),
     CONSTRAINT subscription_topic_name_key UNIQUE (topic, name)
 ) WITH (fillfactor = 50);
@@ -69,10 +71,13 @@ CREATE TABLE outbox.subscription_state (
 -- complete, fail, extend and retry_dead find a message by id
 CREATE UNIQUE INDEX subscription_state_id_idx
     ON outbox.subscription_state (id, sub_id);
--- the due read of a claim: the rows a claim may lease, by when they are due
+-- the due read of a claim: the rows a claim may lease, by when they are
+-- due.  A leased row is not in it (it is found by its lease's end when
+-- that passes), so the rows completed under their first lease, most of
+-- them, never enter it.
 CREATE INDEX subscription_state_due_idx
     ON outbox.subscription_state (sub_id, available_at)
-    WHERE dead_at IS NULL AND NOT blocked AND NOT hole;
+    WHERE dead_at IS NULL AND NOT blocked AND NOT hole AND leased_until IS NULL;
 -- the appends a claim passed over while they were in progress
 CREATE INDEX subscription_state_hole_idx
     ON outbox.subscription_state (sub_id, seq)
@@ -81,7 +86,7 @@ CREATE INDEX subscription_state_hole_idx
 CREATE INDEX subscription_state_key_idx
     ON outbox.subscription_state (sub_id, ordering_key, seq)
     WHERE ordering_key IS NOT NULL AND dead_at IS NULL;
--- leases that ran out on the last allowed attempt, made dead before a claim
+-- leases that ran out: taken over, or made dead after the last allowed attempt
 CREATE INDEX subscription_state_lease_idx
     ON outbox.subscription_state (sub_id, leased_until)
     WHERE leased_until IS NOT NULL AND dead_at IS NULL;

@@ -49,6 +49,9 @@
 /* at most this many reads of the log per claim (keys and schedules skipped) */
 #define SUBS_FRESH_READS	4
 
+/* how often a subscription's claims look for leases that ran out */
+#define SUBS_LEASE_CHECK_INTERVAL	USECS_PER_SEC
+
 /* at most this many appends in progress passed over by one read of the log */
 #define SUBS_MAX_HOLES		1000
 
@@ -74,32 +77,56 @@ static SavedStatement stmt_dead_mark = {
 };
 
 /*
- * The due read: $1 sub_id, $2 now, $3 batch, $4 lease end, $5 owner,
- * $6 topic, $7 max attempts.  A lease that ran out on an earlier attempt is
- * taken over here; one that ran out on the last is for stmt_dead_mark.
+ * Lease the rows of c (a CTE of positions) and return their messages:
+ * $1 sub_id, $2 now, $3 batch, $4 lease end, $5 owner, $6 topic, $7 max
+ * attempts.
  */
+#define SUBS_LEASE_ROWS(c) \
+	"WITH c AS (" c "), " \
+	" u AS (UPDATE outbox.subscription_state x SET attempts = x.attempts OPERATOR(pg_catalog.+) 1," \
+	"  leased_until = $4, lease_owner = $5, available_at = $4" \
+	"  FROM c WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) c.seq" \
+	"  RETURNING x.seq, x.attempts, x.leased_until, x.lease_owner, x.last_error)" \
+	" SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.available_at," \
+	" u.attempts, u.leased_until, u.lease_owner, NULL::pg_catalog.timestamptz," \
+	" NULL::pg_catalog.timestamptz, u.last_error, m.seq, false, m.ordering_key" \
+	" FROM u JOIN outbox.message m ON m.topic OPERATOR(pg_catalog.=) $6" \
+	" AND m.seq OPERATOR(pg_catalog.=) u.seq ORDER BY m.seq"
+
+/* The due read: retries, schedules, revivals and unblocked key heads. */
 static SavedStatement stmt_claim_due = {
-	"WITH c AS (SELECT c.seq FROM outbox.subscription_state c"
-	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.dead_at IS NULL AND NOT c.blocked"
-	"  AND NOT c.hole"
-	"  AND c.available_at OPERATOR(pg_catalog.<=) $2"
-	"  AND (c.leased_until IS NULL OR c.attempts OPERATOR(pg_catalog.<) $7)"
-	"  ORDER BY c.available_at LIMIT $3 FOR UPDATE SKIP LOCKED),"
-	" u AS (UPDATE outbox.subscription_state x SET attempts = x.attempts OPERATOR(pg_catalog.+) 1,"
-	"  leased_until = $4, lease_owner = $5, available_at = $4"
-	"  FROM c WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) c.seq"
-	"  RETURNING x.seq, x.attempts, x.leased_until, x.lease_owner, x.last_error)"
-	" SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.available_at,"
-	" u.attempts, u.leased_until, u.lease_owner, NULL::pg_catalog.timestamptz,"
-	" NULL::pg_catalog.timestamptz, u.last_error, m.seq, false, m.ordering_key"
-	" FROM u JOIN outbox.message m ON m.topic OPERATOR(pg_catalog.=) $6"
-	" AND m.seq OPERATOR(pg_catalog.=) u.seq ORDER BY m.seq",
+	SUBS_LEASE_ROWS("SELECT c.seq FROM outbox.subscription_state c"
+					"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.dead_at IS NULL"
+					"  AND NOT c.blocked AND NOT c.hole AND c.leased_until IS NULL"
+					"  AND c.available_at OPERATOR(pg_catalog.<=) $2"
+					"  ORDER BY c.available_at LIMIT $3 FOR UPDATE SKIP LOCKED"),
 	SPI_OK_SELECT, 7,
 	{INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID}
 };
 
+/*
+ * Leases that ran out on an attempt before the last, taken over (those on
+ * the last one are for stmt_dead_mark).
+ */
+static SavedStatement stmt_claim_expired = {
+	SUBS_LEASE_ROWS("SELECT c.seq FROM outbox.subscription_state c"
+					"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
+					"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
+					"  AND c.attempts OPERATOR(pg_catalog.<) $7"
+					"  ORDER BY c.leased_until LIMIT $3 FOR UPDATE SKIP LOCKED"),
+	SPI_OK_SELECT, 7,
+	{INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID}
+};
+
+/* when leases that ran out were last looked for: $1 sub_id, $2 now */
+static SavedStatement stmt_leases_checked = {
+	"UPDATE outbox.subscription SET leases_checked_at = $2"
+	" WHERE sub_id OPERATOR(pg_catalog.=) $1",
+	SPI_OK_UPDATE, 2, {INT4OID, TIMESTAMPTZOID}
+};
+
 static SavedStatement stmt_lock = {
-	"SELECT next_seq, paused_until, expired_at FROM outbox.subscription"
+	"SELECT next_seq, paused_until, expired_at, leases_checked_at FROM outbox.subscription"
 	" WHERE sub_id OPERATOR(pg_catalog.=) $1"
 	" FOR NO KEY UPDATE",
 	SPI_OK_SELECT, 1, {INT4OID}
@@ -461,7 +488,10 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 	bool		isnull;
 	bool		paused_null;
 	TimestampTz paused;
+	TimestampTz checked;
+	bool		checked_null;
 	int64		next;
+	int64		last;
 	TimestampTz lease_end = req->now + (int64) req->lease_seconds * USECS_PER_SEC;
 	int			got;
 
@@ -512,7 +542,9 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 		return 0;
 	}
 
-	obx_dead_mark(sub, req);
+	checked = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 4,
+												&checked_null));
 
 	args[0] = sub;
 	args[1] = TimestampTzGetDatum(req->now);
@@ -521,11 +553,26 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 	args[4] = PointerGetDatum(req->owner);
 	args[5] = PointerGetDatum(req->topic);
 	args[6] = Int32GetDatum(req->max_attempts);
-	(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
-	{
-		int64		last;
+	got = 0;
 
+	/*
+	 * Leases that ran out, at most once a second: their index keeps the
+	 * entries of every lease completed since the oldest snapshot still
+	 * held, and only this look reads them.
+	 */
+	if (checked_null || checked > req->now ||
+		req->now - checked >= SUBS_LEASE_CHECK_INTERVAL)
+	{
+		obx_dead_mark(sub, req);
+		(void) SpiExecute(&stmt_claim_expired, args, NULL, false, 0);
 		got = obx_sink(&sink, &last);
+		(void) SpiExecute(&stmt_leases_checked, args, NULL, false, 0);
+	}
+	if (got < req->batch_size)
+	{
+		args[2] = Int32GetDatum(req->batch_size - got);
+		(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
+		got += obx_sink(&sink, &last);
 	}
 	if (got < req->batch_size)
 		got += obx_claim_fresh(sub, next, req, lease_end, req->batch_size - got, &sink);

@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(221);
+SELECT plan(224);
 
 -- the extension: version 1.4, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
@@ -94,6 +94,7 @@ INSERT INTO col VALUES
     ('subscription', 'paused_until', 'timestamp with time zone', false, NULL),
     ('subscription', 'last_claim_at', 'timestamp with time zone', false, NULL),
     ('subscription', 'expired_at', 'timestamp with time zone', false, NULL),
+    ('subscription', 'leases_checked_at', 'timestamp with time zone', false, NULL),
     ('subscription_state', 'sub_id', 'integer', true, NULL),
     ('subscription_state', 'seq', 'bigint', true, NULL),
     ('subscription_state', 'id', 'uuid', true, NULL),
@@ -291,7 +292,8 @@ SELECT results_eq(
              ('created_at', 'timestamp with time zone', true, 'now()'),
              ('paused_until', 'timestamp with time zone', false, NULL),
              ('last_claim_at', 'timestamp with time zone', false, NULL),
-             ('expired_at', 'timestamp with time zone', false, NULL)$$,
+             ('expired_at', 'timestamp with time zone', false, NULL),
+             ('leases_checked_at', 'timestamp with time zone', false, NULL)$$,
     'outbox.subscription: columns in order, with types, NOT NULL and defaults');
 SELECT results_eq(
     $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
@@ -314,8 +316,8 @@ SELECT results_eq(
     'outbox.subscription_state: columns in order, with types, NOT NULL and defaults');
 SELECT columns_are('outbox', 'subscription',
                    ARRAY['sub_id', 'topic', 'name', 'next_seq', 'created_at', 'paused_until', 'last_claim_at',
-                         'expired_at'],
-                   'outbox.subscription has exactly its eight columns');
+                         'expired_at', 'leases_checked_at'],
+                   'outbox.subscription has exactly its nine columns');
 SELECT columns_are('outbox', 'subscription_state',
                    ARRAY['sub_id', 'seq', 'id', 'ordering_key', 'available_at', 'blocked', 'hole', 'attempts',
                          'leased_until', 'lease_owner', 'dead_at', 'last_error'],
@@ -371,8 +373,8 @@ SELECT is(pg_get_indexdef(format('outbox.%I', v.idx)::regclass), v.def, v.idx ||
                 'CREATE UNIQUE INDEX subscription_state_id_idx ON outbox.subscription_state USING btree (id, sub_id)',
                 'a message of a subscription by id'),
                ('subscription_state_due_idx',
-                'CREATE INDEX subscription_state_due_idx ON outbox.subscription_state USING btree (sub_id, available_at) WHERE ((dead_at IS NULL) AND (NOT blocked) AND (NOT hole))',
-                'what a claim may lease, by when it is due'),
+                'CREATE INDEX subscription_state_due_idx ON outbox.subscription_state USING btree (sub_id, available_at) WHERE ((dead_at IS NULL) AND (NOT blocked) AND (NOT hole) AND (leased_until IS NULL))',
+                'what a claim may lease, by when it is due (leased rows are found by their lease)'),
                ('subscription_state_hole_idx',
                 'CREATE INDEX subscription_state_hole_idx ON outbox.subscription_state USING btree (sub_id, seq) WHERE hole',
                 'the appends a claim passed over while they were in progress'),

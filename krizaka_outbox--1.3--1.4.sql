@@ -10,7 +10,10 @@
  * subscription (subscription => NULL) keeps its state in outbox.message,
  * as before.
  *
- * outbox.subscription: one row per named subscription.  next_seq is its
+ * outbox.subscription: one row per named subscription, and one with name
+ * NULL for each topic whose default subscription was dropped
+ * (unsubscribe(topic, NULL)): then purge does not wait for the default
+ * subscription, and claims of it are refused.  next_seq is a named one's
  * read frontier: the messages of its topic at or after it have not been
  * read yet; a message before it is done for the subscription unless it has
  * a row in outbox.subscription_state.  A claim that reads the log moves
@@ -25,7 +28,7 @@ CREATE SEQUENCE outbox.subscription_id_seq AS integer;
 CREATE TABLE outbox.subscription (
     sub_id        integer     NOT NULL DEFAULT pg_catalog.nextval('outbox.subscription_id_seq'::pg_catalog.regclass),
     topic         text        NOT NULL,
-    name          text        NOT NULL,
+    name          text,
     next_seq      bigint      NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
     paused_until  timestamptz,
@@ -33,13 +36,13 @@ CREATE TABLE outbox.subscription (
     expired_at    timestamptz,
     leases_checked_at timestamptz,
     CONSTRAINT subscription_pkey PRIMARY KEY (sub_id),
-    CONSTRAINT subscription_topic_name_key UNIQUE (topic, name)
+    CONSTRAINT subscription_topic_name_key UNIQUE NULLS NOT DISTINCT (topic, name)
 ) WITH (fillfactor = 50);
 
 ALTER SEQUENCE outbox.subscription_id_seq OWNED BY outbox.subscription.sub_id;
 
 COMMENT ON TABLE outbox.subscription IS
-    'Named subscriptions: independent readers of a topic, each with its read frontier (next_seq) and its pause.';
+    'Named subscriptions: independent readers of a topic, each with its read frontier (next_seq) and its pause; a row with name NULL: the topic''s default subscription was dropped.';
 
 /*
  * outbox.subscription_state: the messages a named subscription has read
@@ -110,7 +113,7 @@ LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION outbox.subscribe(text, text, timestamptz) IS
-    'Public: add a subscription to topic that reads the messages committed from now on (since NULL), or every message still kept created at or after since. False when it exists already.';
+    'Public: add a subscription to topic that reads the messages appended from now on (since NULL), or every message still kept created at or after since; NULL brings back a dropped default subscription. False when it exists already.';
 
 CREATE FUNCTION outbox.unsubscribe(topic text, subscription text)
 RETURNS boolean
@@ -119,7 +122,7 @@ LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION outbox.unsubscribe(text, text) IS
-    'Public: drop a subscription of topic with everything it had in flight. False when there was none.';
+    'Public: drop a subscription of topic with everything it had in flight; NULL drops the default one, which purge then no longer waits for. False when there was none.';
 
 CREATE FUNCTION outbox.pause(topic text, subscription text,
                              until timestamptz DEFAULT 'infinity')
@@ -170,6 +173,8 @@ SELECT d.topic,
           FROM outbox.message m
          GROUP BY m.topic) d
   LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) d.topic
+ WHERE NOT EXISTS (SELECT 1 FROM outbox.subscription t
+                    WHERE t.topic OPERATOR(pg_catalog.=) d.topic AND t.name IS NULL)
 UNION ALL
 SELECT s.topic,
        s.name,
@@ -201,7 +206,8 @@ SELECT s.topic,
                pg_catalog.min(m.created_at) AS oldest_created_at
           FROM outbox.message m
          WHERE m.topic OPERATOR(pg_catalog.=) s.topic
-           AND m.seq OPERATOR(pg_catalog.>=) s.next_seq) un;
+           AND m.seq OPERATOR(pg_catalog.>=) s.next_seq) un
+ WHERE s.name IS NOT NULL;
 
 COMMENT ON VIEW outbox.subscription_stats IS
     'Per topic and subscription (NULL: the default one): messages pending (leased ones included), in flight, dead, the age of the oldest pending one, the last claim, the pause and the state.';

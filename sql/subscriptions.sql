@@ -410,8 +410,21 @@ SELECT regress.err($$SELECT outbox.claim('w', 'nope', 1, NULL, 'a')$$);
 SELECT regress.err($$SELECT outbox.complete_and_claim('{}', 'w', 'e', 1, NULL, 'x')$$);
 SELECT regress.err($$SELECT outbox.claim('w', NULL, 1, NULL, 'a')$$);
 SELECT regress.err($$SELECT outbox.complete_and_claim('{}', 'w', NULL, 1, NULL, 'a')$$);
--- the default subscription cannot be dropped or paused: 0A000
-SELECT regress.err($$SELECT outbox.unsubscribe('e', NULL)$$);
+-- the default subscription can be dropped: its claims are refused (55000),
+-- a second drop says false, subscribe brings it back; a routed topic keeps it
+SELECT outbox.unsubscribe('e', NULL) AS default_dropped;
+SELECT outbox.unsubscribe('e', NULL) AS default_dropped_again;
+SELECT regress.err($$SELECT outbox.claim('w', 'e')$$);
+SELECT regress.err($$SELECT outbox.complete_and_claim('{}', 'w', 'e')$$);
+SELECT regress.err($$SELECT outbox.route_notify('e', 'e_channel')$$);
+SELECT count(*) AS subscription_stats_default_rows
+  FROM outbox.subscription_stats WHERE topic = 'e' AND subscription IS NULL;
+SELECT outbox.subscribe('e', NULL) AS default_back;
+SELECT outbox.subscribe('e', NULL) AS default_back_again;
+SELECT outbox.route_notify('e_routed', 'e_channel');
+SELECT regress.err($$SELECT outbox.unsubscribe('e_routed', NULL)$$);
+SELECT outbox.unroute('e_routed');
+-- nor paused: 0A000
 SELECT regress.err($$SELECT outbox.pause('e', NULL)$$);
 SELECT regress.err($$SELECT outbox.pause('e', NULL, '2020-01-01 00:00:00+00')$$);
 SELECT regress.err($$SELECT outbox.resume('e', NULL)$$);

@@ -191,6 +191,8 @@ outbox_claim(PG_FUNCTION_ARGS)
 	sub = CheckSubscription(fcinfo, 4);
 	if (sub != NULL)
 		CheckSubscriptionClaim(req.topic, sub);
+	else
+		CheckDefaultClaim(req.topic);
 	InitMaterializedSRF(fcinfo, 0);
 	if (sub != NULL)
 		SubsClaimToTuplestore(&req, sub, rsinfo->setDesc, rsinfo->setResult);
@@ -257,6 +259,8 @@ outbox_complete_and_claim(PG_FUNCTION_ARGS)
 	sub = CheckSubscription(fcinfo, 5);
 	if (sub != NULL)
 		CheckSubscriptionClaim(req.topic, sub);
+	else
+		CheckDefaultClaim(req.topic);
 	InitMaterializedSRF(fcinfo, 0);
 	if (sub != NULL)
 	{

@@ -30,6 +30,7 @@
 #include "outbox_compat.h"
 #include "outbox_http.h"
 #include "outbox_store_routes.h"
+#include "outbox_subs.h"
 #include "outbox_validate.h"
 
 PG_FUNCTION_INFO_V1(outbox_route_http);
@@ -74,6 +75,9 @@ outbox_route_http(PG_FUNCTION_ARGS)
 		obx_check_headers(headers);
 	if (!PG_ARGISNULL(4))
 		ca_file = obx_check_ca_file(PG_GETARG_TEXT_PP(4), GetOuterUserId());
+
+	/* routes deliver the default subscription */
+	CheckDefaultClaim(topic);
 
 	/* a SECURITY DEFINER function: the session's role made the route */
 	StoreRouteSetHttp(topic, url, ca_file, fingerprint, GetOuterUserId());

@@ -26,6 +26,7 @@
 #include "outbox.h"
 #include "outbox_identity.h"
 #include "outbox_store_routes.h"
+#include "outbox_subs.h"
 #include "outbox_validate.h"
 
 PG_FUNCTION_INFO_V1(outbox_route_notify);
@@ -44,6 +45,9 @@ outbox_route_notify(PG_FUNCTION_ARGS)
 	text	   *channel = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "channel");
 
 	CheckChannel(channel);
+
+	/* routes deliver the default subscription */
+	CheckDefaultClaim(topic);
 
 	/* a SECURITY DEFINER function: the session's role made the route */
 	StoreRouteSetNotify(topic, channel, GetOuterUserId());
@@ -70,6 +74,7 @@ outbox_route_remote(PG_FUNCTION_ARGS)
 	RemoteCheckRoute(server, caller);
 
 	IdentityBecomeExtensionOwner(&save);
+	CheckDefaultClaim(topic);	/* routes deliver the default subscription */
 	StoreRouteSetRemote(topic, server, command, caller);
 	StoreHttpDropSecrets(topic);
 	IdentityRestore(&save);

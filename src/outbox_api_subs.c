@@ -5,9 +5,9 @@
  *		subscribe, unsubscribe, pause and resume; and the checks of a
  *		subscription argument that the core API shares.
  *
- * A NULL subscription is the topic's default one, which every topic has
- * and which keeps its state in outbox.message: subscribing it again is a
- * no-op, and it cannot be dropped or paused here.
+ * A NULL subscription is the topic's default one, which keeps its state in
+ * outbox.message: unsubscribe drops it (purge stops waiting for it, claims
+ * of it are refused), subscribe brings it back; it cannot be paused here.
  *
  *-------------------------------------------------------------------------
  */
@@ -71,6 +71,21 @@ CheckSubscriptionClaim(text *topic, text *name)
 				 errhint("Add krizaka_outbox to shared_preload_libraries and restart the server.")));
 }
 
+/*
+ * May a claim of the default subscription of topic (NULL: of every topic)
+ * run?  Not when it was dropped.
+ */
+void
+CheckDefaultClaim(text *topic)
+{
+	if (topic != NULL && SubsDefaultDropped(topic))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the default subscription of topic \"%s\" was dropped",
+						text_to_cstring(topic)),
+				 errhint("Claim through a named subscription, or bring the default one back with outbox.subscribe(topic, NULL).")));
+}
+
 /* a named subscription's topic and name, or an error for the default one */
 static text *
 obx_named(FunctionCallInfo fcinfo, text **topic, const char *what)
@@ -105,7 +120,7 @@ outbox_subscribe(PG_FUNCTION_ARGS)
 				 errmsg("since must not be infinity"),
 				 errhint("Pass NULL to read the messages appended from now on.")));
 	if (name == NULL)
-		PG_RETURN_BOOL(false);	/* every topic has its default subscription */
+		PG_RETURN_BOOL(SubsRestoreDefault(topic));
 	PG_RETURN_BOOL(SubsCreate(topic, name, since_given, since, now));
 }
 
@@ -113,9 +128,11 @@ outbox_subscribe(PG_FUNCTION_ARGS)
 Datum
 outbox_unsubscribe(PG_FUNCTION_ARGS)
 {
-	text	   *topic;
-	text	   *name = obx_named(fcinfo, &topic, "drop");
+	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
+	text	   *name = CheckSubscription(fcinfo, 1);
 
+	if (name == NULL)
+		PG_RETURN_BOOL(SubsDropDefault(topic, GetCurrentTimestamp()));
 	PG_RETURN_BOOL(SubsDrop(topic, name));
 }
 

@@ -233,6 +233,15 @@ static SavedStatement stmt_purge_stream = {
 	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX
 };
 
+/* 1.4: a topic whose default subscription was dropped: all of it is finished */
+static SavedStatement stmt_purge_stream_subs = {
+	"SELECT ctid, created_at OPERATOR(pg_catalog.>=) $2, "
+	PURGE_FINISHED("$2") " OR EXISTS (SELECT 1 FROM outbox.subscription t"
+	" WHERE t.topic OPERATOR(pg_catalog.=) $1 AND t.name IS NULL)"
+	" FROM outbox.message WHERE topic OPERATOR(pg_catalog.=) $1 ORDER BY seq",
+	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX
+};
+
 static SavedStatement stmt_purge_delete = {
 	"DELETE FROM outbox.message WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)"
 	" AND " PURGE_FINISHED("$2"),
@@ -243,13 +252,17 @@ static SavedStatement stmt_purge_delete = {
 /*
  * With named subscriptions (1.4): a message also waits until every named
  * subscription of its topic that has not expired is done with it, read
- * past it (next_seq) and without a state row.
+ * past it (next_seq) and without a state row; and when the topic's default
+ * subscription was dropped, it does not wait for that one.
  */
 static SavedStatement stmt_purge_delete_subs = {
 	"DELETE FROM outbox.message m WHERE m.ctid OPERATOR(pg_catalog.=) ANY ($1)"
-	" AND " PURGE_FINISHED("$2")
+	" AND (" PURGE_FINISHED("$2") " OR (m.created_at OPERATOR(pg_catalog.<) $2"
+	"  AND EXISTS (SELECT 1 FROM outbox.subscription t"
+	"   WHERE t.topic OPERATOR(pg_catalog.=) m.topic AND t.name IS NULL)))"
 	" AND NOT EXISTS (SELECT 1 FROM outbox.subscription s"
-	"  WHERE s.topic OPERATOR(pg_catalog.=) m.topic AND s.expired_at IS NULL"
+	"  WHERE s.topic OPERATOR(pg_catalog.=) m.topic AND s.name IS NOT NULL"
+	"  AND s.expired_at IS NULL"
 	"  AND (m.seq OPERATOR(pg_catalog.>=) s.next_seq"
 	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state x"
 	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id"
@@ -857,7 +870,8 @@ obx_purge_streams(TimestampTz horizon, int64 max_rows, SavedStatement *del)
 
 		args[0] = PointerGetDatum(topic);
 		args[1] = TimestampTzGetDatum(horizon);
-		portal = SpiOpenCursor(&stmt_purge_stream, args, NULL);
+		portal = SpiOpenCursor(del == &stmt_purge_delete_subs ?
+							   &stmt_purge_stream_subs : &stmt_purge_stream, args, NULL);
 		want = 8;
 		while (!young && (max_rows < 0 || seen < max_rows))
 		{

@@ -35,6 +35,7 @@
 #include "outbox_spi.h"
 #include "outbox_store.h"
 #include "outbox_stream.h"
+#include "outbox_subs.h"
 
 /*
  * The last_error of a message whose lease expired on its last allowed
@@ -701,6 +702,7 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions)
 	Datum	   *names;
 	Datum	   *pos;
 	uint64		i;
+	uint64		kept;
 
 	if (n == 0)
 	{
@@ -718,6 +720,18 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions)
 																	1, &isnull)));
 	}
 	SPI_freetuptable(tuptable);
+
+	/* not the topics whose default subscription was dropped */
+	if (SubsDefaultDropped(NULL))
+	{
+		for (i = 0, kept = 0; i < n; i++)
+			if (!SubsDefaultDropped(DatumGetTextPP(names[i])))
+				names[kept++] = names[i];
+		n = kept;
+	}
+	if (n == 0)
+		return false;
+
 	for (i = 0; i < n; i++)
 		pos[i] = Int64GetDatum(obx_claim_position(DatumGetTextPP(names[i]), now));
 

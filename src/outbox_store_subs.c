@@ -59,6 +59,33 @@ static SavedStatement stmt_seq_next = {
 	SPI_OK_SELECT, 0, {InvalidOid}, OBX_SCANS_ANY
 };
 
+/* the default subscription of a topic, dropped and brought back */
+static SavedStatement stmt_default_routed = {
+	"SELECT 1 FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1",
+	SPI_OK_SELECT, 1, {TEXTOID}
+};
+
+static SavedStatement stmt_default_drop = {
+	"INSERT INTO outbox.subscription (topic, name, next_seq, created_at)"
+	" VALUES ($1, NULL, 0, $2) ON CONFLICT (topic, name) DO NOTHING",
+	SPI_OK_INSERT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_ANY
+};
+
+static SavedStatement stmt_default_restore = {
+	"DELETE FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL",
+	SPI_OK_DELETE, 1, {TEXTOID}
+};
+
+static SavedStatement stmt_default_dropped = {
+	"SELECT 1 FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL",
+	SPI_OK_SELECT, 1, {TEXTOID}
+};
+
+static SavedStatement stmt_default_dropped_any = {
+	"SELECT 1 FROM outbox.subscription WHERE name IS NULL",
+	SPI_OK_SELECT, 0, {InvalidOid}, OBX_SCANS_ANY
+};
+
 static SavedStatement stmt_drop = {
 	"DELETE FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1"
 	" AND name OPERATOR(pg_catalog.=) $2 RETURNING sub_id",
@@ -170,7 +197,7 @@ static SavedStatement stmt_promote = {
  */
 static SavedStatement stmt_expire = {
 	"UPDATE outbox.subscription s SET expired_at = $1"
-	" WHERE s.expired_at IS NULL AND EXISTS ("
+	" WHERE s.expired_at IS NULL AND s.name IS NOT NULL AND EXISTS ("
 	"  SELECT 1 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic"
 	"  AND m.seq OPERATOR(pg_catalog.=) LEAST("
 	"   (SELECT pg_catalog.min(x.seq) FROM outbox.subscription_state x"
@@ -529,4 +556,60 @@ SubsExpire(TimestampTz now)
 				 errdetail("Its oldest pending message is older than outbox.subscription_max_lag (%d s): it holds no message back from purge any more, and its claims are refused.",
 						   outbox_subscription_max_lag),
 				 errhint("Drop it with outbox.unsubscribe and subscribe again.")));
+}
+
+/*
+ * Drop the default subscription of topic: purge no longer waits for it,
+ * and its claims are refused.  A routed topic keeps it: routes deliver
+ * the default subscription.  False when it was dropped already.
+ */
+bool
+SubsDropDefault(text *topic, TimestampTz now)
+{
+	Datum		args[2];
+	bool		dropped;
+
+	args[0] = PointerGetDatum(topic);
+	args[1] = TimestampTzGetDatum(now);
+	SpiConnect();
+	if (SpiExecute(&stmt_default_routed, args, NULL, true, 1) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot drop the default subscription of topic \"%s\": the topic has a route",
+						text_to_cstring(topic)),
+				 errdetail("Routes deliver the default subscription."),
+				 errhint("Remove the route first with outbox.unroute(topic).")));
+	dropped = SpiExecute(&stmt_default_drop, args, NULL, false, 0) > 0;
+	SpiFinish();
+	return dropped;
+}
+
+/* Bring back the default subscription of topic.  False when it was there. */
+bool
+SubsRestoreDefault(text *topic)
+{
+	Datum		args[1];
+
+	args[0] = PointerGetDatum(topic);
+	return SpiRun(&stmt_default_restore, args, NULL) > 0;
+}
+
+/*
+ * Whether the default subscription of topic (NULL: of any topic) was
+ * dropped (1.4 tables only).
+ */
+bool
+SubsDefaultDropped(text *topic)
+{
+	Datum		args[1];
+	bool		dropped;
+
+	if (!SubsSchema())
+		return false;
+	args[0] = PointerGetDatum(topic);
+	SpiConnect();
+	dropped = SpiExecute(topic ? &stmt_default_dropped : &stmt_default_dropped_any,
+						 args, NULL, true, 1) > 0;
+	SpiFinish();
+	return dropped;
 }

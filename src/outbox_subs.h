@@ -28,6 +28,7 @@
 /* the subscription argument of a call, and a claim's (outbox_api_subs.c) */
 extern text *CheckSubscription(FunctionCallInfo fcinfo, int argno);
 extern void CheckSubscriptionClaim(text *topic, text *name);
+extern void CheckDefaultClaim(text *topic);
 
 /* managing subscriptions (outbox_store_subs.c) */
 extern bool SubsSchema(void);
@@ -35,6 +36,9 @@ extern bool SubsCreate(text *topic, text *name, bool since_given,
 					   TimestampTz since, TimestampTz now);
 extern bool SubsDrop(text *topic, text *name);
 extern bool SubsPause(text *topic, text *name, bool pause, TimestampTz until);
+extern bool SubsDropDefault(text *topic, TimestampTz now);
+extern bool SubsRestoreDefault(text *topic);
+extern bool SubsDefaultDropped(text *topic);
 
 /* the outcome of a claim (outbox_store_subs.c) */
 extern bool SubsComplete(pg_uuid_t *id, text *owner, text *name);

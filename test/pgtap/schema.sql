@@ -88,7 +88,7 @@ INSERT INTO col VALUES
     ('processed', 'processed_at', 'timestamp with time zone', true, 'now()'),
     ('subscription', 'sub_id', 'integer', true, 'nextval(''outbox.subscription_id_seq''::regclass)'),
     ('subscription', 'topic', 'text', true, NULL),
-    ('subscription', 'name', 'text', true, NULL),
+    ('subscription', 'name', 'text', false, NULL),
     ('subscription', 'next_seq', 'bigint', true, NULL),
     ('subscription', 'created_at', 'timestamp with time zone', true, 'now()'),
     ('subscription', 'paused_until', 'timestamp with time zone', false, NULL),
@@ -287,7 +287,7 @@ SELECT results_eq(
        ORDER BY a.attnum$$,
     $$VALUES ('sub_id', 'integer', true, 'nextval(''outbox.subscription_id_seq''::regclass)'::text),
              ('topic', 'text', true, NULL),
-             ('name', 'text', true, NULL),
+             ('name', 'text', false, NULL),
              ('next_seq', 'bigint', true, NULL),
              ('created_at', 'timestamp with time zone', true, 'now()'),
              ('paused_until', 'timestamp with time zone', false, NULL),
@@ -333,10 +333,11 @@ SELECT is((SELECT format('%s %s', s.seqtypid::regtype, d.refobjid::regclass || '
           'integer outbox.subscription.sub_id',
           'outbox.subscription_id_seq is an integer sequence owned by outbox.subscription.sub_id');
 
--- keys: a subscription by its id, and by its topic and name, once
+-- keys: a subscription by its id, and by its topic and name, once (name
+-- NULL, once per topic: the topic's default subscription was dropped)
 SELECT col_is_pk('outbox', 'subscription', 'sub_id', 'outbox.subscription: primary key (sub_id)');
 SELECT col_is_unique('outbox', 'subscription', ARRAY['topic', 'name'],
-                     'outbox.subscription: a name once per topic (unique (topic, name))');
+                     'outbox.subscription: a name once per topic (unique (topic, name), NULLs not distinct)');
 SELECT col_is_pk('outbox', 'subscription_state', ARRAY['sub_id', 'seq'],
                  'outbox.subscription_state: primary key (sub_id, seq)');
 SELECT index_is_primary('outbox', 'subscription', 'subscription_pkey',
@@ -349,7 +350,7 @@ SELECT results_eq($$SELECT conrelid::regclass::text COLLATE "default", conname::
                      WHERE conrelid IN ('outbox.subscription'::regclass, 'outbox.subscription_state'::regclass)
                        AND contype <> 'n' ORDER BY 1, 2$$,
                   $$VALUES ('outbox.subscription', 'subscription_pkey', 'PRIMARY KEY (sub_id)'),
-                           ('outbox.subscription', 'subscription_topic_name_key', 'UNIQUE (topic, name)'),
+                           ('outbox.subscription', 'subscription_topic_name_key', 'UNIQUE NULLS NOT DISTINCT (topic, name)'),
                            ('outbox.subscription_state', 'subscription_state_pkey', 'PRIMARY KEY (sub_id, seq)')$$,
                   'outbox.subscription and outbox.subscription_state: their keys, no other constraint');
 SELECT is_empty($$SELECT tgname FROM pg_trigger
@@ -364,7 +365,7 @@ SELECT indexes_are('outbox', 'subscription_state',
                    'outbox.subscription_state has exactly its seven indexes');
 SELECT is(pg_get_indexdef(format('outbox.%I', v.idx)::regclass), v.def, v.idx || ': ' || v.what)
   FROM (VALUES ('subscription_topic_name_key',
-                'CREATE UNIQUE INDEX subscription_topic_name_key ON outbox.subscription USING btree (topic, name)',
+                'CREATE UNIQUE INDEX subscription_topic_name_key ON outbox.subscription USING btree (topic, name) NULLS NOT DISTINCT',
                 'a subscription by topic and name'),
                ('subscription_state_pkey',
                 'CREATE UNIQUE INDEX subscription_state_pkey ON outbox.subscription_state USING btree (sub_id, seq)',

@@ -1,12 +1,13 @@
 # Named subscriptions and two-phase commit: an append in a prepared
-# transaction holds back the fresh read of a subscription only from its own
-# position on; COMMIT PREPARED hands it out with everything after it, in
-# position order, also when the server restarted while it was prepared;
-# ROLLBACK PREPARED leaves no trace.  No message is lost and none is handed
-# out again once completed.  Then, without shared_preload_libraries, a
-# claim of a named subscription is refused with 55000 (the default
-# subscription is still served), and with the library preloaded again the
-# subscription reads what was appended meanwhile.
+# transaction holds back only itself and the later messages of its ordering
+# key; the claims hand out the messages before and after it meanwhile, and
+# COMMIT PREPARED hands it out, also when the server restarted while it was
+# prepared.  ROLLBACK PREPARED leaves no trace and frees its key.  No
+# message is lost and none is handed out again once completed.  Then,
+# without shared_preload_libraries, a claim of a named subscription is
+# refused with 55000 (the default subscription is still served), and with
+# the library preloaded again the subscription reads what was appended
+# meanwhile.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -29,20 +30,23 @@ SELECT outbox.subscribe('orders', 's');
 CREATE TABLE claimed (round integer, id uuid, n text, seq bigint, attempts integer);
 });
 
+# Append message $n (with ordering key $key), committed or prepared as $gid.
 sub append
 {
-	my ($n) = @_;
-	$node->safe_psql('app', qq{SELECT outbox.append('orders', 'evt.order.v1', '{"n": "$n"}')});
+	my ($n, $key) = @_;
+	my $k = defined $key ? "'$key'" : 'NULL';
+	$node->safe_psql('app', qq{SELECT outbox.append('orders', 'evt.order.v1', '{"n": "$n"}', ordering_key => $k)});
 	return;
 }
 
 sub prepare
 {
-	my ($n, $gid) = @_;
+	my ($n, $gid, $key) = @_;
+	my $k = defined $key ? "'$key'" : 'NULL';
 	$node->safe_psql(
 		'app', qq{
 		BEGIN;
-		SELECT outbox.append('orders', 'evt.order.v1', '{"n": "$n"}');
+		SELECT outbox.append('orders', 'evt.order.v1', '{"n": "$n"}', ordering_key => $k);
 		PREPARE TRANSACTION '$gid';
 	});
 	return;
@@ -84,57 +88,96 @@ sub drain_one_by_one
 }
 
 #
-# A prepared append: the messages before it are claimable, those after it
-# wait for it; COMMIT PREPARED hands them all out, in position order.
+# A prepared append holds back only itself: the messages before and after
+# it are claimed; COMMIT PREPARED hands it out.
 #
 append('a1');
-append('a2');
 prepare('p1', 'first');
 append('b1');
-append('b2');
-is(claim(10), 'a1 a2', 'the messages appended before the prepared one are claimed');
-is(claim(10), '', 'the prepared one and those after it are held back');
-is($node->safe_psql('app', q{SELECT pending FROM outbox.subscription_stats WHERE subscription = 's'}),
-	'2', 'subscription_stats counts the two committed messages after it as pending');
+is(claim(10), 'a1 b1', 'the messages before and after the prepared one are claimed');
+is($node->safe_psql('app', q{SELECT count(*) FROM outbox.subscription_state WHERE hole}),
+	'1', 'the subscription keeps a hole for it');
+is(claim(10), '', 'nothing else while it is prepared');
 $node->safe_psql('app', q{COMMIT PREPARED 'first'});
-is(drain_one_by_one(), 'p1 b1 b2',
-	'after COMMIT PREPARED: the prepared message, then those after it, one claim each, in position order');
+is(claim(10), 'p1', 'after COMMIT PREPARED: the prepared message');
 is(claim(10), '', 'and nothing else');
 
 #
-# Across an immediate restart while prepared.
+# With an ordering key: the later messages of the key come after it.
 #
-prepare('q1', 'across');
+append('k0', 'K');
+is(claim(10), 'k0', 'a message of key K');
+prepare('p2', 'keyed', 'K');
+is(claim(10), '', 'a prepared message of key K is not handed out');
+$node->safe_psql('app', q{COMMIT PREPARED 'keyed'});
+append('k2', 'K');
+append('z1');
+is(claim(10), 'p2 z1',
+	'after COMMIT PREPARED: the prepared message and the later message without a key, not the next one of key K');
+is(claim(10), 'k2', 'the next one of key K once the prepared one is completed');
+is(claim(10), '', 'and nothing else');
+
+#
+# Across an immediate restart while prepared: one prepared append was
+# passed over by a claim before the restart, one was not.
+#
+prepare('q1', 'across', 'Q');
 append('c1');
-is(claim(10), '', 'before the restart: the message after the prepared one waits');
+is(claim(10), 'c1', 'before the restart: the message after the prepared one');
+prepare('q2', 'unseen');
+append('c2');
 $node->stop('immediate');
 $node->start;
-is($node->safe_psql('app', q{SELECT gid FROM pg_prepared_xacts}), 'across',
-	'the prepared transaction survived the restart');
+is($node->safe_psql('app', q{SELECT string_agg(gid, ' ' ORDER BY gid) FROM pg_prepared_xacts}),
+	'across unseen', 'both prepared transactions survived the restart');
 append('d1');
-is(claim(10), '',
-	'after the restart, while a transaction prepared before it is open: nothing is handed out');
+is(claim(10), 'c2 d1', 'after the restart: the committed messages, not the prepared ones');
+is(claim(10), '', 'and nothing else');
 $node->safe_psql('app', q{COMMIT PREPARED 'across'});
-is(drain_one_by_one(), 'q1 c1 d1',
-	'after COMMIT PREPARED: the prepared message and every one after it, in position order');
+$node->safe_psql('app', q{COMMIT PREPARED 'unseen'});
+is(claim(10), 'q1 q2', 'after COMMIT PREPARED: both prepared messages');
+is(claim(10), '', 'and nothing else');
 append('e1');
 is(claim(10), 'e1', 'a later message is claimed alone: nothing completed is handed out again');
 is(claim(10), '', 'and nothing else');
 
 #
-# ROLLBACK PREPARED: the message never appears.
+# ROLLBACK PREPARED: the message never appears, and its key is free.
 #
-prepare('r1', 'undone');
+prepare('r1', 'undone', 'R');
 append('f1');
-is(claim(10), '', 'while prepared: the message after it waits');
+is(claim(10), 'f1', 'while prepared: the message after it');
 $node->safe_psql('app', q{ROLLBACK PREPARED 'undone'});
-is(claim(10), 'f1', 'after ROLLBACK PREPARED: the message after it, and not the rolled-back one');
+append('r2', 'R');
+is(claim(10), 'r2', 'after ROLLBACK PREPARED: the next message of its key, and not the rolled-back one');
 is(claim(10), '', 'and nothing else');
 is($node->safe_psql('app', q{SELECT count(*) FROM outbox.message WHERE payload->>'n' = 'r1'}),
 	'0', 'the rolled-back append left no message');
 
+#
+# A prepared append ahead of another append in progress: once the other
+# commits, a claim of one message hands it out.
+#
+prepare('h1', 'ahead');
+my $open = $node->background_psql('app');
+$open->query_safe(q{BEGIN});
+$open->query_safe(q{SELECT outbox.append('orders', 'evt.order.v1', '{"n": "y1"}')});
+is(claim(1), '', 'both appends in progress: a claim of one message finds nothing');
+$open->query_safe(q{COMMIT});
+$open->quit;
+{
+	local $TODO = 'a claim looks again only at as many of the first holes as it may hand out';
+	is(claim(1), 'y1', 'the committed one is handed out while the prepared one is still open');
+}
+$node->safe_psql('app', q{COMMIT PREPARED 'ahead'});
+claim(10);
+is($node->safe_psql('app', q{SELECT string_agg(n, ' ' ORDER BY seq) FROM claimed WHERE n IN ('h1', 'y1')}),
+	'h1 y1', 'both are handed out once the prepared one commits, each once');
+is(claim(10), '', 'and nothing else');
+
 is($node->safe_psql('app', q{SELECT string_agg(n, ' ' ORDER BY seq) FROM claimed}),
-	'a1 a2 p1 b1 b2 q1 c1 d1 e1 f1', 'subscription s got every committed message');
+	'a1 p1 b1 k0 p2 k2 z1 q1 c1 q2 c2 d1 e1 f1 r2 h1 y1',
+	'subscription s got every committed message');
 is($node->safe_psql('app', q{SELECT count(*) FROM claimed WHERE attempts <> 1}),
 	'0', 'each once, on its first attempt');
 is($node->safe_psql('app', q{SELECT count(*) FROM outbox.subscription_state}),
@@ -160,9 +203,17 @@ for my $call (
 }
 is($node->safe_psql('app', q{SELECT count(*) FROM outbox.subscription_state}),
 	'0', 'the refused claims left no state');
-is($node->safe_psql('app', q{
-	SELECT string_agg(payload->>'n', ' ' ORDER BY seq) FROM outbox.claim('d', 'orders', 100, 30)}),
-	'a1 a2 p1 b1 b2 q1 c1 d1 e1 f1 g1', 'the default subscription is served without the library preloaded');
+my @default;
+for (1 .. 5)
+{
+	my $got = $node->safe_psql('app', q{
+		WITH c AS (SELECT * FROM outbox.claim('d', 'orders', 100, 30))
+		SELECT coalesce(string_agg(payload->>'n', ' ' ORDER BY seq), '') FROM c WHERE outbox.complete(id, 'd')});
+	last if $got eq '';
+	push @default, $got;
+}
+is(join(' / ', @default), 'a1 p1 b1 k0 z1 q1 c1 q2 c2 d1 e1 f1 r2 h1 y1 g1 / p2 / k2',
+	'the default subscription is served without the library preloaded, one message of key K per claim');
 
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'krizaka_outbox'");
 $node->restart;

@@ -13,15 +13,21 @@
  * outbox.subscription: one row per named subscription, and one with name
  * NULL for each topic whose default subscription was dropped
  * (unsubscribe(topic, NULL)): then purge does not wait for the default
- * subscription, and claims of it are refused.  next_seq is a named one's
- * read frontier: the messages of its topic at or after it have not been
- * read yet; a message before it is done for the subscription unless it has
- * a row in outbox.subscription_state.  A claim that reads the log moves
- * next_seq and holds the row's lock until it commits, so that claimers of
- * one subscription never read the same range twice.  expired_at: purge
- * found it lagging more than outbox.subscription_max_lag; it holds no
- * message back any more, and its claims are refused.  leases_checked_at:
- * when a claim last looked for leases that ran out (at most once a second).
+ * subscription, and claims of it are refused.  start_seq: the first
+ * position a named subscription read.  A claim holds the row's lock until
+ * it commits, so that the claims of a subscription take turns; the row is
+ * not updated by claims (a held snapshot would keep every version of it).
+ * expired_at: purge found it lagging more than
+ * outbox.subscription_max_lag; it holds no message back any more, and its
+ * claims are refused.
+ *
+ * outbox.subscription_frontier: the read frontier of each named
+ * subscription, its newest row: the messages of its topic at or after
+ * next_seq have not been read yet; a message before it is done for the
+ * subscription unless it has a row in outbox.subscription_state.  A claim
+ * that reads the log inserts the new frontier and deletes the one it
+ * read, so the newest is the first entry of the index however many old
+ * ones a held snapshot keeps.  claimed_at: when that claim ran.
  */
 CREATE SEQUENCE outbox.subscription_id_seq AS integer;
 
@@ -29,12 +35,10 @@ CREATE TABLE outbox.subscription (
     sub_id        integer     NOT NULL DEFAULT pg_catalog.nextval('outbox.subscription_id_seq'::pg_catalog.regclass),
     topic         text        NOT NULL,
     name          text,
-    next_seq      bigint      NOT NULL,
+    start_seq     bigint      NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
     paused_until  timestamptz,
-    last_claim_at timestamptz,
     expired_at    timestamptz,
-    leases_checked_at timestamptz,
     CONSTRAINT subscription_pkey PRIMARY KEY (sub_id),
     CONSTRAINT subscription_topic_name_key UNIQUE NULLS NOT DISTINCT (topic, name)
 ) WITH (fillfactor = 50);
@@ -42,7 +46,17 @@ CREATE TABLE outbox.subscription (
 ALTER SEQUENCE outbox.subscription_id_seq OWNED BY outbox.subscription.sub_id;
 
 COMMENT ON TABLE outbox.subscription IS
-    'Named subscriptions: independent readers of a topic, each with its read frontier (next_seq) and its pause; a row with name NULL: the topic''s default subscription was dropped.';
+    'Named subscriptions: independent readers of a topic, each with its start and its pause; a row with name NULL: the topic''s default subscription was dropped.';
+
+CREATE TABLE outbox.subscription_frontier (
+    sub_id        integer     NOT NULL,
+    next_seq      bigint      NOT NULL,
+    claimed_at    timestamptz,
+    CONSTRAINT subscription_frontier_pkey PRIMARY KEY (sub_id, next_seq)
+);
+
+COMMENT ON TABLE outbox.subscription_frontier IS
+    'The read frontier of each named subscription: its newest row.';
 
 /*
  * outbox.subscription_state: the messages a named subscription has read
@@ -89,9 +103,11 @@ CREATE INDEX subscription_state_hole_idx
 CREATE INDEX subscription_state_key_idx
     ON outbox.subscription_state (sub_id, ordering_key, seq)
     WHERE ordering_key IS NOT NULL AND dead_at IS NULL;
--- leases that ran out: taken over, or made dead after the last allowed attempt
+-- leases that ran out: taken over, or made dead after the last allowed
+-- attempt.  By the lease's end first: the calls that find a lease by its
+-- message's id must not take this index for a subscription's leases.
 CREATE INDEX subscription_state_lease_idx
-    ON outbox.subscription_state (sub_id, leased_until)
+    ON outbox.subscription_state (leased_until, sub_id)
     WHERE leased_until IS NOT NULL AND dead_at IS NULL;
 -- dead letters, for retry_dead_topic, the stats and purge
 CREATE INDEX subscription_state_dead_idx
@@ -103,6 +119,7 @@ COMMENT ON TABLE outbox.subscription_state IS
 
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_state', '');
+SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_frontier', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_id_seq', '');
 
 CREATE FUNCTION outbox.subscribe(topic text, subscription text,
@@ -183,7 +200,9 @@ SELECT s.topic,
        st.dead,
        pg_catalog.now() OPERATOR(pg_catalog.-)
            LEAST(st.oldest_created_at, un.oldest_created_at),
-       s.last_claim_at,
+       (SELECT f.claimed_at FROM outbox.subscription_frontier f
+         WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id
+         ORDER BY f.next_seq DESC LIMIT 1),
        s.paused_until,
        CASE WHEN s.expired_at IS NOT NULL THEN 'expired'
             WHEN s.paused_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'paused'
@@ -206,7 +225,7 @@ SELECT s.topic,
                pg_catalog.min(m.created_at) AS oldest_created_at
           FROM outbox.message m
          WHERE m.topic OPERATOR(pg_catalog.=) s.topic
-           AND m.seq OPERATOR(pg_catalog.>=) s.next_seq) un
+           AND m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq DESC LIMIT 1)) un
  WHERE s.name IS NOT NULL;
 
 COMMENT ON VIEW outbox.subscription_stats IS
@@ -387,7 +406,7 @@ END
 $do$;
 
 REVOKE ALL ON TABLE outbox.subscription, outbox.subscription_state,
-    outbox.subscription_stats FROM PUBLIC;
+    outbox.subscription_frontier, outbox.subscription_stats FROM PUBLIC;
 REVOKE ALL ON FUNCTION outbox.subscribe(text, text, timestamptz),
     outbox.unsubscribe(text, text),
     outbox.pause(text, text, timestamptz),
@@ -408,6 +427,7 @@ BEGIN
           FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
          WHERE c.oid OPERATOR(pg_catalog.=) ANY (ARRAY['outbox.subscription'::pg_catalog.regclass,
                                                       'outbox.subscription_state'::pg_catalog.regclass,
+                                                      'outbox.subscription_frontier'::pg_catalog.regclass,
                                                       'outbox.subscription_stats'::pg_catalog.regclass,
                                                       'outbox.subscription_id_seq'::pg_catalog.regclass])
            AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
@@ -426,7 +446,7 @@ BEGIN
             'outbox.unsubscribe(text, text), outbox.pause(text, text, timestamptz), '
             'outbox.resume(text, text) TO %I WITH GRANT OPTION', dbowner);
         EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.subscription, outbox.subscription_state, '
-            'outbox.subscription_stats TO %I WITH GRANT OPTION', dbowner);
+            'outbox.subscription_frontier, outbox.subscription_stats TO %I WITH GRANT OPTION', dbowner);
     END IF;
 END
 $do$;

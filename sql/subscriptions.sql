@@ -53,7 +53,7 @@ SELECT outbox.subscribe('t', 'a') AS created_again;
 SELECT outbox.subscribe('t', 'a', '-infinity') AS created_again_since;
 SELECT outbox.subscribe('t', NULL) AS default_created;
 SELECT outbox.subscribe('t', 'A') AS other_case_created;
-SELECT topic, name, paused_until, last_claim_at FROM outbox.subscription ORDER BY name COLLATE "C";
+SELECT topic, name, paused_until FROM outbox.subscription ORDER BY name COLLATE "C";
 -- since NULL: the messages appended before are not for it, those after are
 SELECT pg_temp.claimed('wa', 't', 'a') AS a_before_new;
 SELECT pg_temp.put('t', n) FROM generate_series(4, 5) n;

@@ -252,7 +252,7 @@ static SavedStatement stmt_purge_delete = {
 /*
  * With named subscriptions (1.4): a message also waits until every named
  * subscription of its topic that has not expired is done with it, read
- * past it (next_seq) and without a state row; and when the topic's default
+ * past it (its frontier) and without a state row; and when the topic's default
  * subscription was dropped, it does not wait for that one.
  */
 static SavedStatement stmt_purge_delete_subs = {
@@ -263,7 +263,8 @@ static SavedStatement stmt_purge_delete_subs = {
 	" AND NOT EXISTS (SELECT 1 FROM outbox.subscription s"
 	"  WHERE s.topic OPERATOR(pg_catalog.=) m.topic AND s.name IS NOT NULL"
 	"  AND s.expired_at IS NULL"
-	"  AND (m.seq OPERATOR(pg_catalog.>=) s.next_seq"
+	"  AND (m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f"
+	"    WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq DESC LIMIT 1)"
 	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state x"
 	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id"
 	"    AND x.seq OPERATOR(pg_catalog.=) m.seq)))",

@@ -33,15 +33,23 @@
 #include "outbox_stream.h"
 #include "outbox_subs.h"
 
-/* a lease that owner ($3) holds, in a subscription named $2 */
+/*
+ * A lease that owner ($3) holds, in a subscription named $2.  A state row
+ * has a lease owner exactly while it is leased (a failure, a revival and
+ * death clear it), so the lease's end is not tested: a test of it would
+ * let the planner read a subscription's leases (subscription_state_lease_idx)
+ * instead of the message's row (subscription_state_id_idx).
+ */
 #define SUBS_LEASE_HELD \
 	"s.sub_id OPERATOR(pg_catalog.=) x.sub_id AND s.name OPERATOR(pg_catalog.=) $2" \
-	" AND x.lease_owner OPERATOR(pg_catalog.=) $3 AND x.leased_until IS NOT NULL" \
-	" AND x.dead_at IS NULL"
+	" AND x.lease_owner OPERATOR(pg_catalog.=) $3 AND x.dead_at IS NULL"
 
 static SavedStatement stmt_create = {
-	"INSERT INTO outbox.subscription (topic, name, next_seq, created_at)"
-	" VALUES ($1, $2, $3, $4) ON CONFLICT (topic, name) DO NOTHING",
+	"WITH s AS (INSERT INTO outbox.subscription (topic, name, start_seq, created_at)"
+	"  VALUES ($1, $2, $3, $4) ON CONFLICT (topic, name) DO NOTHING"
+	"  RETURNING sub_id, start_seq)"
+	" INSERT INTO outbox.subscription_frontier (sub_id, next_seq)"
+	" SELECT sub_id, start_seq FROM s",
 	SPI_OK_INSERT, 4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}, OBX_SCANS_ANY
 };
 
@@ -66,7 +74,7 @@ static SavedStatement stmt_default_routed = {
 };
 
 static SavedStatement stmt_default_drop = {
-	"INSERT INTO outbox.subscription (topic, name, next_seq, created_at)"
+	"INSERT INTO outbox.subscription (topic, name, start_seq, created_at)"
 	" VALUES ($1, NULL, 0, $2) ON CONFLICT (topic, name) DO NOTHING",
 	SPI_OK_INSERT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_ANY
 };
@@ -97,6 +105,11 @@ static SavedStatement stmt_drop_state = {
 	SPI_OK_DELETE, 1, {INT4OID}
 };
 
+static SavedStatement stmt_drop_frontier = {
+	"DELETE FROM outbox.subscription_frontier WHERE sub_id OPERATOR(pg_catalog.=) $1",
+	SPI_OK_DELETE, 1, {INT4OID}
+};
+
 static SavedStatement stmt_pause = {
 	"UPDATE outbox.subscription SET paused_until = $3"
 	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
@@ -121,7 +134,8 @@ static SavedStatement stmt_fail_lock = {
 
 /* $4 is the next available_at (NULL when dead), $5 dead_at (NULL unless dead) */
 static SavedStatement stmt_fail_update = {
-	"UPDATE outbox.subscription_state SET leased_until = NULL, last_error = $3,"
+	"UPDATE outbox.subscription_state SET leased_until = NULL, lease_owner = NULL,"
+	" last_error = $3,"
 	" available_at = COALESCE($4, available_at), dead_at = $5"
 	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND seq OPERATOR(pg_catalog.=) $2",
 	SPI_OK_UPDATE, 5, {INT4OID, INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
@@ -156,7 +170,7 @@ static SavedStatement stmt_retry_topic_lock = {
  */
 #define RETRY_DEAD(which, type) { \
 	"UPDATE outbox.subscription_state x SET dead_at = NULL, attempts = 0," \
-	" available_at = $3, leased_until = NULL," \
+	" available_at = $3, leased_until = NULL, lease_owner = NULL," \
 	" blocked = x.ordering_key IS NOT NULL AND EXISTS (" \
 	"  SELECT 1 FROM outbox.subscription_state y" \
 	"  WHERE y.sub_id OPERATOR(pg_catalog.=) x.sub_id" \
@@ -204,7 +218,8 @@ static SavedStatement stmt_expire = {
 	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL),"
 	"   (SELECT pg_catalog.min(u.seq) FROM outbox.message u"
 	"    WHERE u.topic OPERATOR(pg_catalog.=) s.topic"
-	"    AND u.seq OPERATOR(pg_catalog.>=) s.next_seq))"
+	"    AND u.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f"
+	"     WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq DESC LIMIT 1)))"
 	"  AND m.created_at OPERATOR(pg_catalog.<) $2)"
 	" RETURNING s.topic, s.name",
 	SPI_OK_UPDATE_RETURNING, 2, {TIMESTAMPTZOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP
@@ -337,6 +352,7 @@ SubsDrop(text *topic, text *name)
 		args[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 								&isnull);
 		(void) SpiExecute(&stmt_drop_state, args, NULL, false, 0);
+		(void) SpiExecute(&stmt_drop_frontier, args, NULL, false, 0);
 		dropped = true;
 	}
 	SpiFinish();

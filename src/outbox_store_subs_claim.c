@@ -4,12 +4,12 @@
  *		The claim of a named subscription: the messages whose last allowed
  *		lease ran out made dead, then the due read (retries, schedules,
  *		expired leases, unblocked key heads), then the fresh read of the
- *		topic's log from the subscription's frontier (next_seq) up to the
+ *		topic's log from the subscription's frontier up to the
  *		horizon of appends still in progress.
  *
  * The fresh read holds the lock of the subscription's row from before it
- * takes the horizon until its transaction ends, and moves next_seq in that
- * transaction: two claimers of a subscription never read one range of the
+ * takes the horizon until its transaction ends, and moves the frontier in
+ * that transaction: two claimers of a subscription never read one range of the
  * log, and a claim that rolls back leaves the range unread.  Every message
  * read gets a state row: leased at once when it is due and its key's
  * head, else waiting for its available_at or behind its key.
@@ -51,6 +51,7 @@
 
 /* how often a subscription's claims look for leases that ran out */
 #define SUBS_LEASE_CHECK_INTERVAL	USECS_PER_SEC
+#define SUBS_LEASE_FULL_INTERVAL	(60 * USECS_PER_SEC)
 
 /* at most this many appends in progress passed over by one read of the log */
 #define SUBS_MAX_HOLES		1000
@@ -61,19 +62,20 @@ static SavedStatement stmt_find = {
 	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
 };
 
-/* $1 sub_id, $2 now, $3 max attempts */
+/* $1 sub_id, $2 now, $3 max attempts, $4 low */
 static SavedStatement stmt_dead_mark = {
 	"WITH c AS (SELECT c.seq FROM outbox.subscription_state c"
 	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
 	"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
+	"  AND c.leased_until OPERATOR(pg_catalog.>) $4"
 	"  AND c.attempts OPERATOR(pg_catalog.>=) $3"
 	"  FOR UPDATE SKIP LOCKED)"
-	" UPDATE outbox.subscription_state x SET dead_at = $2, leased_until = NULL,"
+	" UPDATE outbox.subscription_state x SET dead_at = $2, leased_until = NULL, lease_owner = NULL,"
 	" last_error = pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s',"
 	"  x.lease_owner, x.attempts, $3)"
 	" FROM c WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) c.seq"
 	" RETURNING x.sub_id, x.ordering_key",
-	SPI_OK_UPDATE_RETURNING, 3, {INT4OID, TIMESTAMPTZOID, INT4OID}
+	SPI_OK_UPDATE_RETURNING, 4, {INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
 };
 
 /*
@@ -112,23 +114,24 @@ static SavedStatement stmt_claim_expired = {
 	SUBS_LEASE_ROWS("SELECT c.seq FROM outbox.subscription_state c"
 					"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
 					"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
+					"  AND c.leased_until OPERATOR(pg_catalog.>) $8"
 					"  AND c.attempts OPERATOR(pg_catalog.<) $7"
 					"  ORDER BY c.leased_until LIMIT $3 FOR UPDATE SKIP LOCKED"),
-	SPI_OK_SELECT, 7,
-	{INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID}
-};
-
-/* when leases that ran out were last looked for: $1 sub_id, $2 now */
-static SavedStatement stmt_leases_checked = {
-	"UPDATE outbox.subscription SET leases_checked_at = $2"
-	" WHERE sub_id OPERATOR(pg_catalog.=) $1",
-	SPI_OK_UPDATE, 2, {INT4OID, TIMESTAMPTZOID}
+	SPI_OK_SELECT, 8,
+	{INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID,
+	 TIMESTAMPTZOID}
 };
 
 static SavedStatement stmt_lock = {
-	"SELECT next_seq, paused_until, expired_at, leases_checked_at FROM outbox.subscription"
-	" WHERE sub_id OPERATOR(pg_catalog.=) $1"
-	" FOR NO KEY UPDATE",
+	"SELECT paused_until, expired_at FROM outbox.subscription"
+	" WHERE sub_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
+	SPI_OK_SELECT, 1, {INT4OID}
+};
+
+/* the frontier: the newest row, the first entry of its index */
+static SavedStatement stmt_frontier = {
+	"SELECT next_seq FROM outbox.subscription_frontier"
+	" WHERE sub_id OPERATOR(pg_catalog.=) $1 ORDER BY next_seq DESC LIMIT 1",
 	SPI_OK_SELECT, 1, {INT4OID}
 };
 
@@ -220,12 +223,14 @@ static SavedStatement stmt_holes_done = {
 	{INT4OID, TEXTOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID}
 };
 
+/* the frontier moved: $1 sub_id, $2 to, $3 now, $4 from */
 static SavedStatement stmt_advance = {
-	"UPDATE outbox.subscription SET next_seq = $2, last_claim_at = $3"
-	" WHERE sub_id OPERATOR(pg_catalog.=) $1",
-	SPI_OK_UPDATE, 3, {INT4OID, INT8OID, TIMESTAMPTZOID}
+	"WITH d AS (DELETE FROM outbox.subscription_frontier"
+	"  WHERE sub_id OPERATOR(pg_catalog.=) $1 AND next_seq OPERATOR(pg_catalog.=) $4)"
+	" INSERT INTO outbox.subscription_frontier (sub_id, next_seq, claimed_at)"
+	" VALUES ($1, $2, $3)",
+	SPI_OK_INSERT, 4, {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID}
 };
-
 /* Where the rows of a claim go: the row type of outbox.message */
 typedef struct SubsSink
 {
@@ -275,15 +280,69 @@ obx_sink(SubsSink *sink, int64 *last)
 	return n;
 }
 
+/*
+ * When this backend last looked for the leases of a subscription that ran
+ * out: a few subscriptions, the least recently looked at replaced.
+ */
+typedef struct LeaseCheck
+{
+	int32		sub_id;
+	TimestampTz checked;		/* every lease that ended before was seen */
+	TimestampTz full;			/* when the look last started from the first */
+} LeaseCheck;
+
+#define SUBS_LEASE_CHECKS	16
+static LeaseCheck lease_checks[SUBS_LEASE_CHECKS];
+
+/*
+ * Is it time to look for the leases of subscription sub that ran out?  At
+ * most once a second; *low is where the look starts: after the leases
+ * that ended before the last look, which saw them (their index keeps the
+ * entries of every lease completed since the oldest snapshot still held),
+ * or from the first once a minute, for a lease that a look passed over
+ * while another transaction held its row.
+ */
+static bool
+obx_lease_check_due(int32 sub, TimestampTz now, TimestampTz *low)
+{
+	LeaseCheck *c = NULL;
+	int			i;
+
+	for (i = 0; i < SUBS_LEASE_CHECKS; i++)
+	{
+		if (lease_checks[i].sub_id == sub)
+		{
+			c = &lease_checks[i];
+			break;
+		}
+		if (c == NULL || lease_checks[i].checked < c->checked)
+			c = &lease_checks[i];
+	}
+	if (c->sub_id != sub || c->checked > now || c->full > now ||
+		now - c->full >= SUBS_LEASE_FULL_INTERVAL)
+	{
+		c->sub_id = sub;
+		c->full = now;
+		*low = DT_NOBEGIN;
+	}
+	else if (now - c->checked < SUBS_LEASE_CHECK_INTERVAL)
+		return false;
+	else
+		*low = c->checked;
+	c->checked = now;
+	return true;
+}
+
 /* Make dead the leases that ran out on their last attempt; free their keys. */
 static void
-obx_dead_mark(Datum sub, const ClaimRequest *req)
+obx_dead_mark(Datum sub, const ClaimRequest *req, TimestampTz low)
 {
-	Datum		args[3];
+	Datum		args[4];
 
 	args[0] = sub;
 	args[1] = TimestampTzGetDatum(req->now);
 	args[2] = Int32GetDatum(req->max_attempts);
+	args[3] = TimestampTzGetDatum(low);
 	if (SpiExecute(&stmt_dead_mark, args, NULL, false, 0) > 0)
 	{
 		SPITupleTable *tt = SPI_tuptable;
@@ -464,10 +523,11 @@ obx_claim_fresh(Datum sub, int64 next, const ClaimRequest *req,
 		}
 		next = end;
 	}
-	if (next != start || got > 0)
+	if (next != start)
 	{
 		args[1] = Int64GetDatum(next);
 		args[2] = TimestampTzGetDatum(req->now);
+		args[3] = Int64GetDatum(start);
 		(void) SpiExecute(&stmt_advance, args, NULL, false, 0);
 	}
 	return got;
@@ -483,13 +543,12 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 					  Tuplestorestate *store)
 {
 	SubsSink	sink;
-	Datum		args[7];
+	Datum		args[8];
 	Datum		sub;
 	bool		isnull;
 	bool		paused_null;
 	TimestampTz paused;
-	TimestampTz checked;
-	bool		checked_null;
+	TimestampTz low;
 	int64		next;
 	int64		last;
 	TimestampTz lease_end = req->now + (int64) req->lease_seconds * USECS_PER_SEC;
@@ -523,12 +582,10 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 		SpiFinish();
 		return 0;				/* unsubscribed meanwhile */
 	}
-	next = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-									   1, &isnull));
 	paused = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-											   SPI_tuptable->tupdesc, 2,
+											   SPI_tuptable->tupdesc, 1,
 											   &paused_null));
-	(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+	(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	if (!isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -542,9 +599,10 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 		return 0;
 	}
 
-	checked = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-												SPI_tuptable->tupdesc, 4,
-												&checked_null));
+	if (SpiExecute(&stmt_frontier, args, NULL, false, 1) == 0)
+		elog(ERROR, "subscription %d has no frontier", DatumGetInt32(sub));
+	next = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									   1, &isnull));
 
 	args[0] = sub;
 	args[1] = TimestampTzGetDatum(req->now);
@@ -560,13 +618,12 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 	 * entries of every lease completed since the oldest snapshot still
 	 * held, and only this look reads them.
 	 */
-	if (checked_null || checked > req->now ||
-		req->now - checked >= SUBS_LEASE_CHECK_INTERVAL)
+	if (obx_lease_check_due(DatumGetInt32(sub), req->now, &low))
 	{
-		obx_dead_mark(sub, req);
+		args[7] = TimestampTzGetDatum(low);
+		obx_dead_mark(sub, req, low);
 		(void) SpiExecute(&stmt_claim_expired, args, NULL, false, 0);
 		got = obx_sink(&sink, &last);
-		(void) SpiExecute(&stmt_leases_checked, args, NULL, false, 0);
 	}
 	if (got < req->batch_size)
 	{

@@ -2,8 +2,9 @@
 # transaction holds back only itself and the later messages of its ordering
 # key; the claims hand out the messages before and after it meanwhile, and
 # COMMIT PREPARED hands it out, also when the server restarted while it was
-# prepared.  ROLLBACK PREPARED leaves no trace and frees its key.  No
-# message is lost and none is handed out again once completed.  Then,
+# prepared.  ROLLBACK PREPARED leaves no trace and frees its key; so does
+# a rollback to a savepoint.  No message is lost and none is handed out
+# again once completed.  Then,
 # without shared_preload_libraries, a claim of a named subscription is
 # refused with 55000 (the default subscription is still served), and with
 # the library preloaded again the subscription reads what was appended
@@ -175,8 +176,38 @@ is($node->safe_psql('app', q{SELECT string_agg(n, ' ' ORDER BY seq) FROM claimed
 	'h1 y1', 'both are handed out once the prepared one commits, each once');
 is(claim(10), '', 'and nothing else');
 
+#
+# Appends in savepoints of a transaction in progress: a released one
+# waits for its transaction, a rolled-back one never appears.
+#
+$open = $node->background_psql('app');
+$open->query_safe(q{BEGIN});
+$open->query_safe(q{SAVEPOINT a});
+$open->query_safe(q{SELECT outbox.append('orders', 'evt.order.v1', '{"n": "released"}', ordering_key => 'S')});
+$open->query_safe(q{RELEASE a});
+is(claim(10), '', 'an append in a released savepoint waits for its transaction');
+$open->query_safe(q{ROLLBACK});
+is(claim(10), '', 'and never appears once the transaction rolls back');
+$open->query_safe(q{BEGIN});
+$open->query_safe(q{SAVEPOINT a});
+$open->query_safe(q{SELECT outbox.append('orders', 'evt.order.v1', '{"n": "undone"}', ordering_key => 'S')});
+is(claim(10), '', 'an append in a savepoint in progress is not handed out');
+$open->query_safe(q{ROLLBACK TO SAVEPOINT a});
+$open->query_safe(q{SELECT outbox.append('orders', 'evt.order.v1', '{"n": "kept"}', ordering_key => 'S')});
+$open->query_safe(q{SAVEPOINT b});
+$open->query_safe(q{SELECT outbox.append('orders', 'evt.order.v1', '{"n": "sub"}', ordering_key => 'S')});
+$open->query_safe(q{RELEASE b});
+$open->query_safe(q{SELECT outbox.append('orders', 'evt.order.v1', '{"n": "top"}', ordering_key => 'S')});
+is(claim(10), '', 'nothing while the transaction is open');
+$open->query_safe(q{COMMIT});
+$open->quit;
+is(claim(10), 'kept', 'after the commit: the first message of its key, not the one rolled back to its savepoint');
+is(claim(10), 'sub', 'then the one of the released savepoint');
+is(claim(10), 'top', 'then the last one');
+is(claim(10), '', 'and nothing else');
+
 is($node->safe_psql('app', q{SELECT string_agg(n, ' ' ORDER BY seq) FROM claimed}),
-	'a1 p1 b1 k0 p2 k2 z1 q1 c1 q2 c2 d1 e1 f1 r2 h1 y1',
+	'a1 p1 b1 k0 p2 k2 z1 q1 c1 q2 c2 d1 e1 f1 r2 h1 y1 kept sub top',
 	'subscription s got every committed message');
 is($node->safe_psql('app', q{SELECT count(*) FROM claimed WHERE attempts <> 1}),
 	'0', 'each once, on its first attempt');
@@ -212,7 +243,7 @@ for (1 .. 5)
 	last if $got eq '';
 	push @default, $got;
 }
-is(join(' / ', @default), 'a1 p1 b1 k0 z1 q1 c1 q2 c2 d1 e1 f1 r2 h1 y1 g1 / p2 / k2',
+is(join(' / ', @default), 'a1 p1 b1 k0 z1 q1 c1 q2 c2 d1 e1 f1 r2 h1 y1 kept g1 / p2 sub / k2 top',
 	'the default subscription is served without the library preloaded, one message of key K per claim');
 
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'krizaka_outbox'");

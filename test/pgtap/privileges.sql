@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(302);
+SELECT plan(308);
 
 --
 -- nothing for PUBLIC: not the schema, not the tables, not one function
@@ -88,7 +88,8 @@ SELECT schema_privs_are('outbox', r, CASE WHEN r = 'outbox_test_nobody' THEN '{}
 SELECT table_privs_are('outbox', t, r, '{}'::text[], format('%s: no privilege on outbox.%s', r, t))
   FROM unnest(ARRAY['outbox_test_writer', 'outbox_test_worker', 'outbox_test_operator',
                     'outbox_test_nobody']::name[]) AS r,
-       unnest(ARRAY['message', 'processed', 'route_secrets', 'subscription', 'subscription_state']::name[]) AS t;
+       unnest(ARRAY['message', 'processed', 'route_secrets', 'subscription', 'subscription_state',
+                    'subscription_frontier']::name[]) AS t;
 -- the routes and the statistics: SELECT for the operator, nothing for the others
 SELECT table_privs_are('outbox', t, r,
                        CASE WHEN r = 'outbox_test_operator' THEN ARRAY['SELECT'] ELSE '{}'::text[] END,
@@ -317,7 +318,7 @@ SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), '42501', 'operator: '
                ('cannot write the counters of HTTP routes', $$DELETE FROM outbox.route_http_stats$$),
                ('cannot read outbox.subscription', $$SELECT count(*) FROM outbox.subscription$$),
                ('cannot read outbox.subscription_state', $$SELECT count(*) FROM outbox.subscription_state$$),
-               ('cannot insert into outbox.subscription', $$INSERT INTO outbox.subscription (topic, name, next_seq) VALUES ('x', 'x', 0)$$)) AS v(what, stmt);
+               ('cannot delete from outbox.subscription', $$DELETE FROM outbox.subscription$$)) AS v(what, stmt);
 
 -- what the operator may read holds no payload: counts and routes only
 SELECT is_empty($$SELECT a.attrelid::regclass, a.attname FROM pg_attribute a
@@ -374,7 +375,7 @@ SELECT set_eq(
       SELECT t, 'SELECT', true
         FROM unnest(ARRAY['outbox.message', 'outbox.processed', 'outbox.routes', 'outbox.topic_stats',
                           'outbox.route_http_stats', 'outbox.subscription', 'outbox.subscription_state',
-                          'outbox.subscription_stats']) AS t
+                          'outbox.subscription_frontier', 'outbox.subscription_stats']) AS t
       UNION ALL
       SELECT p.oid::regprocedure::text, 'EXECUTE', true FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace$$,
     'database owner: USAGE, SELECT on the readable tables and views, EXECUTE on every function, all with the grant option');
@@ -386,7 +387,7 @@ SELECT function_privs_are('outbox', f.fn, f.args, 'outbox_test_dbowner', ARRAY['
  ORDER BY f.fn;
 SELECT table_privs_are('outbox', t, 'outbox_test_dbowner', ARRAY['SELECT'],
                        format('database owner: SELECT on outbox.%s', t))
-  FROM unnest(ARRAY['subscription', 'subscription_state', 'subscription_stats']::name[]) AS t;
+  FROM unnest(ARRAY['subscription', 'subscription_state', 'subscription_frontier', 'subscription_stats']::name[]) AS t;
 SELECT sequence_privs_are('outbox', 'subscription_id_seq', 'outbox_test_dbowner', '{}'::text[],
                           'database owner: no privilege on outbox.subscription_id_seq');
 SELECT is_empty($$SELECT c.relname, a.privilege_type FROM pg_class c, aclexplode(c.relacl) AS a

@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(224);
+SELECT plan(233);
 
 -- the extension: version 1.4, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
@@ -15,8 +15,8 @@ SELECT has_schema('outbox', 'schema outbox exists');
 
 -- the tables, and nothing else that holds rows
 SELECT tables_are('outbox', ARRAY['message', 'processed', 'routes', 'route_secrets', 'route_http_stats',
-                                  'subscription', 'subscription_state'],
-                  'outbox has exactly the tables message, processed, routes, route_secrets, route_http_stats, subscription and subscription_state');
+                                  'subscription', 'subscription_frontier', 'subscription_state'],
+                  'outbox has exactly the tables message, processed, routes, route_secrets, route_http_stats, subscription, subscription_frontier and subscription_state');
 SELECT is_empty($$SELECT c.relname FROM pg_class c
                    WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('m', 'f', 'p')$$,
                 'outbox has no materialized views, foreign or partitioned tables');
@@ -89,12 +89,13 @@ INSERT INTO col VALUES
     ('subscription', 'sub_id', 'integer', true, 'nextval(''outbox.subscription_id_seq''::regclass)'),
     ('subscription', 'topic', 'text', true, NULL),
     ('subscription', 'name', 'text', false, NULL),
-    ('subscription', 'next_seq', 'bigint', true, NULL),
+    ('subscription', 'start_seq', 'bigint', true, NULL),
     ('subscription', 'created_at', 'timestamp with time zone', true, 'now()'),
     ('subscription', 'paused_until', 'timestamp with time zone', false, NULL),
-    ('subscription', 'last_claim_at', 'timestamp with time zone', false, NULL),
     ('subscription', 'expired_at', 'timestamp with time zone', false, NULL),
-    ('subscription', 'leases_checked_at', 'timestamp with time zone', false, NULL),
+    ('subscription_frontier', 'sub_id', 'integer', true, NULL),
+    ('subscription_frontier', 'next_seq', 'bigint', true, NULL),
+    ('subscription_frontier', 'claimed_at', 'timestamp with time zone', false, NULL),
     ('subscription_state', 'sub_id', 'integer', true, NULL),
     ('subscription_state', 'seq', 'bigint', true, NULL),
     ('subscription_state', 'id', 'uuid', true, NULL),
@@ -288,13 +289,21 @@ SELECT results_eq(
     $$VALUES ('sub_id', 'integer', true, 'nextval(''outbox.subscription_id_seq''::regclass)'::text),
              ('topic', 'text', true, NULL),
              ('name', 'text', false, NULL),
-             ('next_seq', 'bigint', true, NULL),
+             ('start_seq', 'bigint', true, NULL),
              ('created_at', 'timestamp with time zone', true, 'now()'),
              ('paused_until', 'timestamp with time zone', false, NULL),
-             ('last_claim_at', 'timestamp with time zone', false, NULL),
-             ('expired_at', 'timestamp with time zone', false, NULL),
-             ('leases_checked_at', 'timestamp with time zone', false, NULL)$$,
+             ('expired_at', 'timestamp with time zone', false, NULL)$$,
     'outbox.subscription: columns in order, with types, NOT NULL and defaults');
+SELECT results_eq(
+    $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
+             pg_get_expr(d.adbin, d.adrelid) COLLATE "default"
+        FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE a.attrelid = 'outbox.subscription_frontier'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attnum$$,
+    $$VALUES ('sub_id', 'integer', true, NULL::text),
+             ('next_seq', 'bigint', true, NULL),
+             ('claimed_at', 'timestamp with time zone', false, NULL)$$,
+    'outbox.subscription_frontier: columns in order, with types, NOT NULL and defaults');
 SELECT results_eq(
     $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
              pg_get_expr(d.adbin, d.adrelid) COLLATE "default"
@@ -315,9 +324,10 @@ SELECT results_eq(
              ('last_error', 'text', false, NULL)$$,
     'outbox.subscription_state: columns in order, with types, NOT NULL and defaults');
 SELECT columns_are('outbox', 'subscription',
-                   ARRAY['sub_id', 'topic', 'name', 'next_seq', 'created_at', 'paused_until', 'last_claim_at',
-                         'expired_at', 'leases_checked_at'],
-                   'outbox.subscription has exactly its nine columns');
+                   ARRAY['sub_id', 'topic', 'name', 'start_seq', 'created_at', 'paused_until', 'expired_at'],
+                   'outbox.subscription has exactly its seven columns');
+SELECT columns_are('outbox', 'subscription_frontier', ARRAY['sub_id', 'next_seq', 'claimed_at'],
+                   'outbox.subscription_frontier has exactly its three columns');
 SELECT columns_are('outbox', 'subscription_state',
                    ARRAY['sub_id', 'seq', 'id', 'ordering_key', 'available_at', 'blocked', 'hole', 'attempts',
                          'leased_until', 'lease_owner', 'dead_at', 'last_error'],
@@ -340,6 +350,10 @@ SELECT col_is_unique('outbox', 'subscription', ARRAY['topic', 'name'],
                      'outbox.subscription: a name once per topic (unique (topic, name), NULLs not distinct)');
 SELECT col_is_pk('outbox', 'subscription_state', ARRAY['sub_id', 'seq'],
                  'outbox.subscription_state: primary key (sub_id, seq)');
+SELECT col_is_pk('outbox', 'subscription_frontier', ARRAY['sub_id', 'next_seq'],
+                 'outbox.subscription_frontier: primary key (sub_id, next_seq)');
+SELECT index_is_primary('outbox', 'subscription_frontier', 'subscription_frontier_pkey',
+                        'subscription_frontier_pkey is the primary key of outbox.subscription_frontier');
 SELECT index_is_primary('outbox', 'subscription', 'subscription_pkey',
                         'subscription_pkey is the primary key of outbox.subscription');
 SELECT index_is_primary('outbox', 'subscription_state', 'subscription_state_pkey',
@@ -347,15 +361,20 @@ SELECT index_is_primary('outbox', 'subscription_state', 'subscription_state_pkey
 SELECT results_eq($$SELECT conrelid::regclass::text COLLATE "default", conname::text COLLATE "default",
                            pg_get_constraintdef(oid) COLLATE "default"
                       FROM pg_constraint
-                     WHERE conrelid IN ('outbox.subscription'::regclass, 'outbox.subscription_state'::regclass)
+                     WHERE conrelid IN ('outbox.subscription'::regclass, 'outbox.subscription_state'::regclass,
+                                        'outbox.subscription_frontier'::regclass)
                        AND contype <> 'n' ORDER BY 1, 2$$,
                   $$VALUES ('outbox.subscription', 'subscription_pkey', 'PRIMARY KEY (sub_id)'),
                            ('outbox.subscription', 'subscription_topic_name_key', 'UNIQUE NULLS NOT DISTINCT (topic, name)'),
+                           ('outbox.subscription_frontier', 'subscription_frontier_pkey', 'PRIMARY KEY (sub_id, next_seq)'),
                            ('outbox.subscription_state', 'subscription_state_pkey', 'PRIMARY KEY (sub_id, seq)')$$,
-                  'outbox.subscription and outbox.subscription_state: their keys, no other constraint');
+                  'outbox.subscription, outbox.subscription_frontier and outbox.subscription_state: their keys, no other constraint');
 SELECT is_empty($$SELECT tgname FROM pg_trigger
-                   WHERE tgrelid IN ('outbox.subscription'::regclass, 'outbox.subscription_state'::regclass)$$,
-                'outbox.subscription and outbox.subscription_state have no triggers');
+                   WHERE tgrelid IN ('outbox.subscription'::regclass, 'outbox.subscription_state'::regclass,
+                                     'outbox.subscription_frontier'::regclass)$$,
+                'outbox.subscription, outbox.subscription_frontier and outbox.subscription_state have no triggers');
+SELECT indexes_are('outbox', 'subscription_frontier', ARRAY['subscription_frontier_pkey'],
+                   'outbox.subscription_frontier has exactly its primary key index');
 SELECT indexes_are('outbox', 'subscription', ARRAY['subscription_pkey', 'subscription_topic_name_key'],
                    'outbox.subscription has exactly the indexes of its keys');
 SELECT indexes_are('outbox', 'subscription_state',
@@ -383,7 +402,7 @@ SELECT is(pg_get_indexdef(format('outbox.%I', v.idx)::regclass), v.def, v.idx ||
                 'CREATE INDEX subscription_state_key_idx ON outbox.subscription_state USING btree (sub_id, ordering_key, seq) WHERE ((ordering_key IS NOT NULL) AND (dead_at IS NULL))',
                 'the messages of each ordering key not dead, in stream order'),
                ('subscription_state_lease_idx',
-                'CREATE INDEX subscription_state_lease_idx ON outbox.subscription_state USING btree (sub_id, leased_until) WHERE ((leased_until IS NOT NULL) AND (dead_at IS NULL))',
+                'CREATE INDEX subscription_state_lease_idx ON outbox.subscription_state USING btree (leased_until, sub_id) WHERE ((leased_until IS NOT NULL) AND (dead_at IS NULL))',
                 'the leases, for those that run out on their last attempt'),
                ('subscription_state_dead_idx',
                 'CREATE INDEX subscription_state_dead_idx ON outbox.subscription_state USING btree (dead_at, sub_id) WHERE (dead_at IS NOT NULL)',
@@ -440,14 +459,15 @@ SELECT columns_are('outbox', 'topic_stats',
                          'oldest_undelivered_age_seconds'],
                    'outbox.topic_stats has exactly its nine columns');
 
--- pg_dump keeps the rows of the six tables and the two sequences
+-- pg_dump keeps the rows of the seven tables and the two sequences
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c
                  WHERE e.extname = 'krizaka_outbox' ORDER BY 1),
           ARRAY['outbox.message', 'outbox.message_seq', 'outbox.processed', 'outbox.route_secrets', 'outbox.routes',
-                'outbox.subscription', 'outbox.subscription_id_seq', 'outbox.subscription_state'],
-          'the six tables, the sequence of positions and that of subscriptions are registered with pg_extension_config_dump');
+                'outbox.subscription', 'outbox.subscription_frontier', 'outbox.subscription_id_seq',
+                'outbox.subscription_state'],
+          'the seven tables, the sequence of positions and that of subscriptions are registered with pg_extension_config_dump');
 SELECT is((SELECT extcondition FROM pg_extension WHERE extname = 'krizaka_outbox'),
-          ARRAY['', '', '', '', '', '', '', ''],
+          ARRAY['', '', '', '', '', '', '', '', ''],
           'with no condition: every row is dumped');
 
 -- everything in the schema belongs to the extension; the schema does not
@@ -490,6 +510,8 @@ SELECT isnt(obj_description('outbox.topic_stats'::regclass, 'pg_class'), NULL, '
 SELECT isnt(obj_description('outbox.subscription'::regclass, 'pg_class'), NULL, 'outbox.subscription has a comment');
 SELECT isnt(obj_description('outbox.subscription_state'::regclass, 'pg_class'), NULL,
             'outbox.subscription_state has a comment');
+SELECT isnt(obj_description('outbox.subscription_frontier'::regclass, 'pg_class'), NULL,
+            'outbox.subscription_frontier has a comment');
 SELECT isnt(obj_description('outbox.subscription_stats'::regclass, 'pg_class'), NULL,
             'outbox.subscription_stats has a comment');
 

@@ -122,6 +122,52 @@ SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_state', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_frontier', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_id_seq', '');
 
+/*
+ * outbox.topic_stats counts the default subscription's state: a topic whose
+ * default subscription was dropped has none, and is not shown (its
+ * messages would count as due for ever).
+ */
+CREATE OR REPLACE VIEW outbox.topic_stats AS
+WITH counts AS (
+    SELECT m.topic,
+           pg_catalog.count(*) FILTER (
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+                 AND (m.leased_until IS NULL
+                      OR m.leased_until OPERATOR(pg_catalog.<=) pg_catalog.now())) AS due,
+           pg_catalog.count(*) FILTER (
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS delayed,
+           pg_catalog.count(*) FILTER (
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+                 AND m.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()) AS leased,
+           pg_catalog.count(*) FILTER (WHERE m.dead_at IS NOT NULL) AS dead,
+           pg_catalog.count(*) FILTER (WHERE m.delivered_at IS NOT NULL) AS delivered,
+           pg_catalog.min(m.created_at) FILTER (
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL) AS oldest_created_at
+      FROM outbox.message m
+     GROUP BY m.topic
+)
+SELECT c.topic,
+       c.due,
+       c.delayed,
+       c.leased,
+       c.dead,
+       c.delivered,
+       CASE WHEN pg_catalog.isfinite(c.oldest_created_at)
+            THEN pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest_created_at
+       END AS oldest_undelivered_age,
+       r.paused_until,
+       CASE WHEN pg_catalog.isfinite(c.oldest_created_at)
+            THEN pg_catalog.date_part('epoch',
+                     pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest_created_at)
+       END AS oldest_undelivered_age_seconds
+  FROM counts c
+  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) c.topic
+ WHERE NOT EXISTS (SELECT 1 FROM outbox.subscription t
+                    WHERE t.topic OPERATOR(pg_catalog.=) c.topic AND t.name IS NULL);
+
 CREATE FUNCTION outbox.subscribe(topic text, subscription text,
                                  since timestamptz DEFAULT NULL)
 RETURNS boolean

@@ -382,9 +382,9 @@ obx_array(Datum *elems, bool *nulls, int n, Oid typid)
 }
 
 /*
- * Look again at the first holes of the subscription (at most want): hand
- * out those whose append committed, drop those that rolled back.  Returns
- * how many were leased.
+ * Look again at the holes of the subscription: hand out those whose append
+ * committed (at most want), drop those that rolled back.  Returns how many
+ * were leased.
  */
 static int
 obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
@@ -401,8 +401,12 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	int			i;
 	int64		last;
 
+	/*
+	 * Every hole (up to SUBS_MAX_HOLES) is looked at, not only the first
+	 * want: one that stays open must not hold back those after it.
+	 */
 	args[0] = sub;
-	args[1] = Int32GetDatum(want);
+	args[1] = Int32GetDatum(SUBS_MAX_HOLES);
 	n = (int) SpiExecute(&stmt_holes, args, NULL, false, 0);
 	if (n == 0)
 		return 0;
@@ -420,7 +424,7 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	SubsProbeStream(req->topic, seqs, n, states);
 	for (i = 0; i < n; i++)
 	{
-		if (states[i] == STREAM_COMMITTED)
+		if (states[i] == STREAM_COMMITTED && ndone < want)
 			done[ndone++] = Int64GetDatum(seqs[i]);
 		else if (states[i] == STREAM_GONE)
 			gone[ngone++] = Int64GetDatum(seqs[i]);

@@ -470,10 +470,6 @@ is($node->safe_psql('app', 'SELECT count(*) FROM outbox.message WHERE delivered_
 	'0', 'default: every message is delivered');
 is($node->safe_psql('app', 'SELECT count(*) FROM outbox.subscription_state'),
 	'0', 'named subscriptions: no state row is left (nothing leased, retrying, blocked or dead)');
-is($node->safe_psql('app', q{
-	SELECT count(*) FROM outbox.subscription
-	 WHERE topic = 'orders' AND next_seq <= (SELECT max(seq) FROM outbox.message)}),
-	'0', 'every named subscription has read past the last message');
 
 my %first;    # sub => id => [n, seq, key, owner, attempt]
 my %deliveries;

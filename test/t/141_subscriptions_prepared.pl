@@ -166,14 +166,9 @@ $open->query_safe(q{SELECT outbox.append('orders', 'evt.order.v1', '{"n": "y1"}'
 is(claim(1), '', 'both appends in progress: a claim of one message finds nothing');
 $open->query_safe(q{COMMIT});
 $open->quit;
-{
-	local $TODO = 'a claim looks again only at as many of the first holes as it may hand out';
-	is(claim(1), 'y1', 'the committed one is handed out while the prepared one is still open');
-}
+is(claim(1), 'y1', 'the committed one is handed out while the prepared one is still open');
 $node->safe_psql('app', q{COMMIT PREPARED 'ahead'});
-claim(10);
-is($node->safe_psql('app', q{SELECT string_agg(n, ' ' ORDER BY seq) FROM claimed WHERE n IN ('h1', 'y1')}),
-	'h1 y1', 'both are handed out once the prepared one commits, each once');
+is(claim(10), 'h1', 'and the prepared one once it commits');
 is(claim(10), '', 'and nothing else');
 
 #

@@ -375,57 +375,6 @@ COMMENT ON TABLE outbox.route_http_stats IS
     'Per HTTP route: calls by class of answer (failed: none), their total time in seconds, and the last call.';
 
 /*
- * outbox.topic_stats: per topic, the messages due now, delayed (backoff or
- * available_at in the future), leased, dead and delivered, the age of the
- * oldest message not yet delivered, until when the circuit breaker of the
- * topic's route pauses it, and the age again in seconds (for clients that
- * read an interval as an object, and for monitoring).  One pass over the
- * table: no index holds the delivered messages (see message_deferred_idx),
- * and purge keeps the table to the history it is asked to keep.
- */
-CREATE VIEW outbox.topic_stats AS
-WITH counts AS (
-    SELECT m.topic,
-           pg_catalog.count(*) FILTER (
-               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
-                 AND m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
-                 AND (m.leased_until IS NULL
-                      OR m.leased_until OPERATOR(pg_catalog.<=) pg_catalog.now())) AS due,
-           pg_catalog.count(*) FILTER (
-               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
-                 AND m.available_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS delayed,
-           pg_catalog.count(*) FILTER (
-               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
-                 AND m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
-                 AND m.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()) AS leased,
-           pg_catalog.count(*) FILTER (WHERE m.dead_at IS NOT NULL) AS dead,
-           pg_catalog.count(*) FILTER (WHERE m.delivered_at IS NOT NULL) AS delivered,
-           pg_catalog.min(m.created_at) FILTER (
-               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL) AS oldest_created_at
-      FROM outbox.message m
-     GROUP BY m.topic
-)
-SELECT c.topic,
-       c.due,
-       c.delayed,
-       c.leased,
-       c.dead,
-       c.delivered,
-       CASE WHEN pg_catalog.isfinite(c.oldest_created_at)
-            THEN pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest_created_at
-       END AS oldest_undelivered_age,
-       r.paused_until,
-       CASE WHEN pg_catalog.isfinite(c.oldest_created_at)
-            THEN pg_catalog.date_part('epoch',
-                     pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest_created_at)
-       END AS oldest_undelivered_age_seconds
-  FROM counts c
-  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) c.topic;
-
-COMMENT ON VIEW outbox.topic_stats IS
-    'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, the pause of its route, and that age in seconds.';
-
-/*
  * Subscriptions.  A topic's messages form a log in position order (seq); a
  * named subscription reads it on its own, with its own leases, attempts,
  * backoff, dead letters and per-key order.  The topic's default
@@ -545,11 +494,19 @@ SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_frontier', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_id_seq', '');
 
 /*
- * outbox.topic_stats counts the default subscription's state: a topic whose
- * default subscription was dropped has none, and is not shown (its
- * messages would count as due for ever).
+ * outbox.topic_stats: per topic, the messages due now, delayed (backoff or
+ * available_at in the future), leased, dead and delivered, the age of the
+ * oldest message not yet delivered, until when the circuit breaker of the
+ * topic's route pauses it, and the age again in seconds (for clients that
+ * read an interval as an object, and for monitoring).  One pass over the
+ * table: no index holds the delivered messages (see message_deferred_idx),
+ * and purge keeps the table to the history it is asked to keep.
+ *
+ * It counts the default subscription's state: a topic whose default
+ * subscription was dropped has none, and is not shown (its messages would
+ * count as due for ever).
  */
-CREATE OR REPLACE VIEW outbox.topic_stats AS
+CREATE VIEW outbox.topic_stats AS
 WITH counts AS (
     SELECT m.topic,
            pg_catalog.count(*) FILTER (
@@ -589,6 +546,9 @@ SELECT c.topic,
   LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) c.topic
  WHERE NOT EXISTS (SELECT 1 FROM outbox.subscription t
                     WHERE t.topic OPERATOR(pg_catalog.=) c.topic AND t.name IS NULL);
+
+COMMENT ON VIEW outbox.topic_stats IS
+    'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, the pause of its route, and that age in seconds.';
 
 CREATE FUNCTION outbox.subscribe(topic text, subscription text,
                                  since timestamptz DEFAULT NULL)

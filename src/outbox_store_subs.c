@@ -24,6 +24,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/timestamp.h"
 #include "utils/lsyscache.h"
 
@@ -230,6 +231,8 @@ static SavedStatement stmt_purge_dead = {
 	" WHERE dead_at OPERATOR(pg_catalog.<) $1 AND dead_at IS NOT NULL",
 	SPI_OK_DELETE, 1, {TIMESTAMPTZOID}
 };
+
+static void obx_dropped_changed(void);
 
 /* Are the tables of 1.4 there (outbox.subscription)? */
 bool
@@ -597,6 +600,8 @@ SubsDropDefault(text *topic, TimestampTz now)
 				 errhint("Remove the route first with outbox.unroute(topic).")));
 	dropped = SpiExecute(&stmt_default_drop, args, NULL, false, 0) > 0;
 	SpiFinish();
+	if (dropped)
+		obx_dropped_changed();
 	return dropped;
 }
 
@@ -607,25 +612,80 @@ SubsRestoreDefault(text *topic)
 	Datum		args[1];
 
 	args[0] = PointerGetDatum(topic);
-	return SpiRun(&stmt_default_restore, args, NULL) > 0;
+	if (SpiRun(&stmt_default_restore, args, NULL) == 0)
+		return false;
+	obx_dropped_changed();
+	return true;
+}
+
+/*
+ * Whether some topic's default subscription is dropped, as this backend
+ * last read it from outbox.subscription (dropped_relid): a claim of a
+ * default subscription asks, so the answer is kept, and read again when
+ * the table's relation cache entry is dropped, which SubsDropDefault and
+ * SubsRestoreDefault make happen in every backend when they commit (and a
+ * table made anew has another OID).
+ */
+static Oid	dropped_relid = InvalidOid;
+static bool dropped_any = false;
+
+static void
+obx_dropped_forget(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == dropped_relid)
+		dropped_relid = InvalidOid;
+}
+
+/* outbox.subscription, or InvalidOid before 1.4 */
+static Oid
+obx_subscription_relid(void)
+{
+	Oid			nsp = get_namespace_oid("outbox", true);
+
+	return OidIsValid(nsp) ? get_relname_relid("subscription", nsp) : InvalidOid;
+}
+
+/* Tell every backend, at commit, that the dropped default subscriptions changed. */
+static void
+obx_dropped_changed(void)
+{
+	Oid			relid = obx_subscription_relid();
+
+	if (OidIsValid(relid))
+		CacheInvalidateRelcacheByRelid(relid);
 }
 
 /*
  * Whether the default subscription of topic (NULL: of any topic) was
- * dropped (1.4 tables only).
+ * dropped (1.4 tables only).  Reads nothing while no topic's is.
  */
 bool
 SubsDefaultDropped(text *topic)
 {
+	static bool registered = false;
+	Oid			relid = obx_subscription_relid();
 	Datum		args[1];
 	bool		dropped;
 
-	if (!SubsSchema())
+	if (!OidIsValid(relid))
 		return false;
+	if (relid != dropped_relid)
+	{
+		if (!registered)
+		{
+			CacheRegisterRelcacheCallback(obx_dropped_forget, (Datum) 0);
+			registered = true;
+		}
+		SpiConnect();
+		dropped_any = SpiExecute(&stmt_default_dropped_any, NULL, NULL, true, 1) > 0;
+		SpiFinish();
+		dropped_relid = relid;
+	}
+	if (!dropped_any || topic == NULL)
+		return dropped_any;
 	args[0] = PointerGetDatum(topic);
 	SpiConnect();
-	dropped = SpiExecute(topic ? &stmt_default_dropped : &stmt_default_dropped_any,
-						 args, NULL, true, 1) > 0;
+	dropped = SpiExecute(&stmt_default_dropped, args, NULL, true, 1) > 0;
 	SpiFinish();
 	return dropped;
 }

@@ -344,26 +344,7 @@ obx_dead_mark(Datum sub, const ClaimRequest *req, TimestampTz low)
 	args[2] = Int32GetDatum(req->max_attempts);
 	args[3] = TimestampTzGetDatum(low);
 	if (SpiExecute(&stmt_dead_mark, args, NULL, false, 0) > 0)
-	{
-		SPITupleTable *tt = SPI_tuptable;
-		uint64		n = SPI_processed;
-		Datum	   *subs = palloc(sizeof(Datum) * n);
-		Datum	   *keys = palloc(sizeof(Datum) * n);
-		int			nkeys = 0;
-		uint64		i;
-
-		for (i = 0; i < n; i++)
-		{
-			bool		isnull;
-			Datum		key = SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull);
-
-			if (isnull)
-				continue;
-			subs[nkeys] = sub;
-			keys[nkeys++] = PointerGetDatum(DatumGetTextPCopy(key));
-		}
-		SubsPromoteKeys(nkeys, subs, keys);
-	}
+		SubsPromoteReturned(1, 2);
 }
 
 /* an array of n Datums of type typid */

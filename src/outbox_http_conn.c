@@ -48,7 +48,7 @@
 #include "outbox.h"
 #include "outbox_http_int.h"
 
-#define HTTP_USER_AGENT		"krizaka_outbox/1.4"
+#define HTTP_USER_AGENT		"krizaka_outbox/1.5"
 #define HTTP_BODY_READ_MAX	(64 * 1024) /* bytes of a response read at most */
 #define HTTP_IDLE_CONNS		8	/* idle entries kept */
 

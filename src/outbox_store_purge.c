@@ -95,7 +95,7 @@ static SavedStatement stmt_purge_delete_subs = {
 	"  WHERE s.topic OPERATOR(pg_catalog.=) m.topic AND s.name IS NOT NULL"
 	"  AND s.expired_at IS NULL"
 	"  AND (m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f"
-	"    WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq DESC LIMIT 1)"
+	"    WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)"
 	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state x"
 	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id"
 	"    AND x.seq OPERATOR(pg_catalog.=) m.seq)))",

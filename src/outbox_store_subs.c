@@ -11,9 +11,10 @@
  * completion deletes it.  Of the rows of one ordering key the first (in
  * position order) that is not dead is the key's head; the others are
  * blocked.  Whenever a head leaves (completed, dead), the next one is
- * unblocked under the subscription row's lock, which every claim that
- * reads the log also holds: so a claim that adds a row behind a head, and
- * the completion of that head, never miss each other.
+ * unblocked under the subscription's lock (outbox_subs_frontier.c), held
+ * until commit, which a claim that reads an ordering key also holds until
+ * its commit: so a claim that adds a row behind a head, and the
+ * completion of that head, never miss each other.
  *
  *-------------------------------------------------------------------------
  */
@@ -95,10 +96,15 @@ static SavedStatement stmt_default_dropped_any = {
 	SPI_OK_SELECT, 0, {InvalidOid}, OBX_SCANS_ANY
 };
 
+static SavedStatement stmt_drop_find = {
+	"SELECT sub_id FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1"
+	" AND name OPERATOR(pg_catalog.=) $2",
+	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
+};
+
 static SavedStatement stmt_drop = {
-	"DELETE FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1"
-	" AND name OPERATOR(pg_catalog.=) $2 RETURNING sub_id",
-	SPI_OK_DELETE_RETURNING, 2, {TEXTOID, TEXTOID}
+	"DELETE FROM outbox.subscription WHERE sub_id OPERATOR(pg_catalog.=) $1",
+	SPI_OK_DELETE, 1, {INT4OID}
 };
 
 static SavedStatement stmt_drop_state = {
@@ -155,13 +161,13 @@ static SavedStatement stmt_retry_lock = {
 	" WHERE s.name OPERATOR(pg_catalog.=) $2 AND s.sub_id OPERATOR(pg_catalog.=) ANY ("
 	"  SELECT x.sub_id FROM outbox.subscription_state x"
 	"  WHERE x.id OPERATOR(pg_catalog.=) $1 AND x.dead_at IS NOT NULL)"
-	" ORDER BY s.sub_id FOR NO KEY UPDATE OF s",
+	" ORDER BY s.sub_id",
 	SPI_OK_SELECT, 2, {UUIDOID, TEXTOID}
 };
 
 static SavedStatement stmt_retry_topic_lock = {
 	"SELECT sub_id FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1"
-	" AND name OPERATOR(pg_catalog.=) $2 FOR NO KEY UPDATE",
+	" AND name OPERATOR(pg_catalog.=) $2",
 	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
 };
 
@@ -182,12 +188,6 @@ static SavedStatement stmt_retry_topic_lock = {
 	SPI_OK_UPDATE, 3, {INT4ARRAYOID, type, TIMESTAMPTZOID} }
 static SavedStatement stmt_retry_dead = RETRY_DEAD("x.id OPERATOR(pg_catalog.=) $2", UUIDOID);
 static SavedStatement stmt_retry_dead_topic = RETRY_DEAD("$2::pg_catalog.bool", BOOLOID);
-
-static SavedStatement stmt_lock_subs = {
-	"SELECT sub_id FROM outbox.subscription WHERE sub_id OPERATOR(pg_catalog.=) ANY ($1)"
-	" ORDER BY sub_id FOR NO KEY UPDATE",
-	SPI_OK_SELECT, 1, {INT4ARRAYOID}
-};
 
 /* each key's first row that is not dead, unblocked */
 static SavedStatement stmt_promote = {
@@ -220,7 +220,7 @@ static SavedStatement stmt_expire = {
 	"   (SELECT pg_catalog.min(u.seq) FROM outbox.message u"
 	"    WHERE u.topic OPERATOR(pg_catalog.=) s.topic"
 	"    AND u.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f"
-	"     WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq DESC LIMIT 1)))"
+	"     WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)))"
 	"  AND m.created_at OPERATOR(pg_catalog.<) $2)"
 	" RETURNING s.topic, s.name",
 	SPI_OK_UPDATE_RETURNING, 2, {TIMESTAMPTZOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP
@@ -259,7 +259,7 @@ SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys)
 											  TYPALIGN_INT));
 	args[1] = PointerGetDatum(construct_array(keys, nkeys, TEXTOID, -1, false,
 											  TYPALIGN_INT));
-	(void) SpiExecute(&stmt_lock_subs, args, NULL, false, 0);
+	SubsLockMany(nkeys, sub_ids);
 	(void) SpiExecute(&stmt_promote, args, NULL, false, 0);
 }
 
@@ -348,15 +348,25 @@ SubsDrop(text *topic, text *name)
 	args[0] = PointerGetDatum(topic);
 	args[1] = PointerGetDatum(name);
 	SpiConnect();
-	if (SpiExecute(&stmt_drop, args, NULL, false, 0) > 0)
+	if (SpiExecute(&stmt_drop_find, args, NULL, false, 0) > 0)
 	{
 		bool		isnull;
 
 		args[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 								&isnull);
-		(void) SpiExecute(&stmt_drop_state, args, NULL, false, 0);
-		(void) SpiExecute(&stmt_drop_frontier, args, NULL, false, 0);
-		dropped = true;
+
+		/*
+		 * Under the subscription's lock, once the claims that read the log
+		 * before have ended: no state row of theirs is left behind.
+		 */
+		(void) SubsLock(DatumGetInt32(args[0]));
+		SubsWaitClaims(DatumGetInt32(args[0]));
+		if (SpiExecute(&stmt_drop, args, NULL, false, 0) > 0)
+		{
+			(void) SpiExecute(&stmt_drop_state, args, NULL, false, 0);
+			(void) SpiExecute(&stmt_drop_frontier, args, NULL, false, 0);
+			dropped = true;
+		}
 	}
 	SpiFinish();
 	return dropped;
@@ -506,6 +516,7 @@ obx_retry(SavedStatement *lock, Datum *lockargs, Datum which, TimestampTz now)
 			subs[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
 									1, &isnull);
 		}
+		SubsLockMany((int) n, subs);
 		args[0] = PointerGetDatum(construct_array(subs, (int) n, INT4OID, 4, true,
 												  TYPALIGN_INT));
 		args[1] = which;

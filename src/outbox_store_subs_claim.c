@@ -7,12 +7,17 @@
  *		topic's log from the subscription's frontier up to the
  *		horizon of appends still in progress.
  *
- * The fresh read holds the lock of the subscription's row from before it
- * takes the horizon until its transaction ends, and moves the frontier in
- * that transaction: two claimers of a subscription never read one range of the
- * log, and a claim that rolls back leaves the range unread.  Every message
- * read gets a state row: leased at once when it is due and its key's
- * head, else waiting for its available_at or behind its key.
+ * The fresh read takes the subscription's lock and reads on from its
+ * frontier (outbox_subs_frontier.c), which records each range read: two
+ * claimers never read one range of the log, and a range whose claim
+ * rolls back is read again.  A claim whose range holds no ordering key
+ * releases the lock as soon as its rows are in, so that the next claim
+ * reads on while this one commits; one with keys holds it until its
+ * transaction ends.  Every message read gets a state row: leased at once
+ * when it is due and its key's head, else waiting for its available_at
+ * or behind its key.  The due read and the look at leases that ran out
+ * take no lock: they lease rows that are there, skipping those another
+ * claim holds.
  *
  * The log is read with a dirty snapshot (outbox_subs_scan.c) below the gap
  * horizon (outbox_gap.c), so the frontier passes appends still in
@@ -57,7 +62,7 @@
 #define SUBS_MAX_HOLES		1000
 
 static SavedStatement stmt_find = {
-	"SELECT sub_id FROM outbox.subscription"
+	"SELECT sub_id, paused_until, expired_at FROM outbox.subscription"
 	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
 };
@@ -122,19 +127,6 @@ static SavedStatement stmt_claim_expired = {
 	 TIMESTAMPTZOID}
 };
 
-static SavedStatement stmt_lock = {
-	"SELECT paused_until, expired_at FROM outbox.subscription"
-	" WHERE sub_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
-	SPI_OK_SELECT, 1, {INT4OID}
-};
-
-/* the frontier: the newest row, the first entry of its index */
-static SavedStatement stmt_frontier = {
-	"SELECT next_seq FROM outbox.subscription_frontier"
-	" WHERE sub_id OPERATOR(pg_catalog.=) $1 ORDER BY next_seq DESC LIMIT 1",
-	SPI_OK_SELECT, 1, {INT4OID}
-};
-
 /*
  * The fresh read, of messages found committed ($3, positions) and of
  * appends found in progress (holes: $4 positions, $5 ids, $9 keys, $10
@@ -190,9 +182,12 @@ static SavedStatement stmt_holes = {
 
 /* holes whose append rolled back: $1 sub_id, $2 positions */
 static SavedStatement stmt_holes_gone = {
-	"DELETE FROM outbox.subscription_state WHERE sub_id OPERATOR(pg_catalog.=) $1"
-	" AND seq OPERATOR(pg_catalog.=) ANY ($2) AND hole"
-	" RETURNING sub_id, ordering_key",
+	"WITH c AS (SELECT c.seq FROM outbox.subscription_state c"
+	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.=) ANY ($2)"
+	"  AND c.hole FOR UPDATE SKIP LOCKED)"
+	" DELETE FROM outbox.subscription_state x USING c"
+	" WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) c.seq"
+	" RETURNING x.sub_id, x.ordering_key",
 	SPI_OK_DELETE_RETURNING, 2, {INT4OID, INT8ARRAYOID}
 };
 
@@ -206,7 +201,7 @@ static SavedStatement stmt_holes_done = {
 	"  FROM outbox.subscription_state x JOIN outbox.message m"
 	"   ON m.topic OPERATOR(pg_catalog.=) $2 AND m.seq OPERATOR(pg_catalog.=) x.seq"
 	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
-	"  AND x.hole),"
+	"  AND x.hole FOR UPDATE OF x SKIP LOCKED),"
 	" u AS (UPDATE outbox.subscription_state x SET hole = false,"
 	"  available_at = CASE WHEN r.take THEN $5 ELSE r.available_at END,"
 	"  attempts = CASE WHEN r.take THEN 1 ELSE 0 END,"
@@ -223,14 +218,6 @@ static SavedStatement stmt_holes_done = {
 	{INT4OID, TEXTOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID}
 };
 
-/* the frontier moved: $1 sub_id, $2 to, $3 now, $4 from */
-static SavedStatement stmt_advance = {
-	"WITH d AS (DELETE FROM outbox.subscription_frontier"
-	"  WHERE sub_id OPERATOR(pg_catalog.=) $1 AND next_seq OPERATOR(pg_catalog.=) $4)"
-	" INSERT INTO outbox.subscription_frontier (sub_id, next_seq, claimed_at)"
-	" VALUES ($1, $2, $3)",
-	SPI_OK_INSERT, 4, {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID}
-};
 /* Where the rows of a claim go: the row type of outbox.message */
 typedef struct SubsSink
 {
@@ -365,11 +352,11 @@ obx_array(Datum *elems, bool *nulls, int n, Oid typid)
 /*
  * Look again at the holes of the subscription: hand out those whose append
  * committed (at most want), drop those that rolled back.  Returns how many
- * were leased.
+ * were leased; *changed says whether any hole was handed out or dropped.
  */
 static int
 obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
-				int want, SubsSink *sink)
+				int want, SubsSink *sink, bool *changed)
 {
 	Datum		args[6];
 	Datum	   *done;
@@ -410,6 +397,7 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 		else if (states[i] == STREAM_GONE)
 			gone[ngone++] = Int64GetDatum(seqs[i]);
 	}
+	*changed = ngone > 0 || ndone > 0;
 	if (ngone > 0)
 	{
 		args[1] = obx_array(gone, NULL, ngone, INT8OID);
@@ -428,29 +416,34 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 }
 
 /*
- * Read the log from the frontier: the holes first, then up to want
- * messages leased, in at most SUBS_FRESH_READS reads.  Returns how many
- * were leased.
+ * Read the log from the frontier, under the subscription's lock: the holes
+ * first, then up to want messages leased, in at most SUBS_FRESH_READS
+ * reads.  The lock is released before the transaction ends when nothing
+ * read had an ordering key.  Returns how many were leased; *waited says
+ * whether the lock was held by another transaction.
  */
 static int
-obx_claim_fresh(Datum sub, int64 next, const ClaimRequest *req,
-				TimestampTz lease_end, int want, SubsSink *sink)
+obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
+				int want, SubsSink *sink, bool *waited)
 {
 	Datum		args[10];
 	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	SubsFrontier f;
 	int64		horizon;
-	int64		start;
+	int64		next;
 	int			got;
 	int			reads;
+	bool		keyed = false;
 	StreamEntry *entries;
 
+	*waited = SubsLock(DatumGetInt32(sub));
 	args[0] = sub;
-	start = next;
-
-	got = obx_claim_holes(sub, req, lease_end, want, sink);
+	got = obx_claim_holes(sub, req, lease_end, want, sink, &keyed);
+	SubsFrontierRead(&f, DatumGetInt32(sub));
 
 	/* after the lock: below the horizon every append has its row in */
-	horizon = GapHorizon();
+	horizon = Min(GapHorizon(), f.limit);
+	next = f.start;
 	entries = palloc(sizeof(StreamEntry) * (want + SUBS_MAX_HOLES));
 
 	args[1] = PointerGetDatum(req->topic);
@@ -486,6 +479,8 @@ obx_claim_fresh(Datum sub, int64 next, const ClaimRequest *req,
 			{
 				StreamEntry *e = &entries[i];
 
+				if (e->key != NULL)
+					keyed = true;
 				if (!e->in_progress)
 				{
 					fresh[nfresh++] = Int64GetDatum(e->seq);
@@ -508,13 +503,15 @@ obx_claim_fresh(Datum sub, int64 next, const ClaimRequest *req,
 		}
 		next = end;
 	}
-	if (next != start)
-	{
-		args[1] = Int64GetDatum(next);
-		args[2] = TimestampTzGetDatum(req->now);
-		args[3] = Int64GetDatum(start);
-		(void) SpiExecute(&stmt_advance, args, NULL, false, 0);
-	}
+	SubsFrontierAdvance(&f, next, req->now);
+
+	/*
+	 * Without keys nothing here is decided against the next claim's range:
+	 * let it read on now.  The rows of this claim are in the frontier's
+	 * chain, and read again if this transaction rolls back.
+	 */
+	if (!keyed && f.chain)
+		SubsUnlock(DatumGetInt32(sub));
 	return got;
 }
 
@@ -534,7 +531,6 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 	bool		paused_null;
 	TimestampTz paused;
 	TimestampTz low;
-	int64		next;
 	int64		last;
 	TimestampTz lease_end = req->now + (int64) req->lease_seconds * USECS_PER_SEC;
 	int			got;
@@ -555,22 +551,10 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 						text_to_cstring(name), text_to_cstring(req->topic)),
 				 errhint("Create it with outbox.subscribe(topic, subscription).")));
 	sub = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-	/*
-	 * The subscription's lock, held until commit: claims of a subscription
-	 * take turns, and see a pause or an expiry that committed while they
-	 * waited.
-	 */
-	args[0] = sub;
-	if (SpiExecute(&stmt_lock, args, NULL, false, 1) == 0)
-	{
-		SpiFinish();
-		return 0;				/* unsubscribed meanwhile */
-	}
 	paused = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-											   SPI_tuptable->tupdesc, 1,
+											   SPI_tuptable->tupdesc, 2,
 											   &paused_null));
-	(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
 	if (!isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -583,11 +567,6 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 		SpiFinish();
 		return 0;
 	}
-
-	if (SpiExecute(&stmt_frontier, args, NULL, false, 1) == 0)
-		elog(ERROR, "subscription %d has no frontier", DatumGetInt32(sub));
-	next = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-									   1, &isnull));
 
 	args[0] = sub;
 	args[1] = TimestampTzGetDatum(req->now);
@@ -617,7 +596,23 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 		got += obx_sink(&sink, &last);
 	}
 	if (got < req->batch_size)
-		got += obx_claim_fresh(sub, next, req, lease_end, req->batch_size - got, &sink);
+	{
+		bool		waited;
+
+		got += obx_claim_fresh(sub, req, lease_end, req->batch_size - got, &sink,
+							   &waited);
+
+		/*
+		 * What the transaction this claim waited for made due (a key's
+		 * next message, unblocked by its completion) is due now.
+		 */
+		if (waited && got < req->batch_size)
+		{
+			args[2] = Int32GetDatum(req->batch_size - got);
+			(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
+			got += obx_sink(&sink, &last);
+		}
+	}
 	SpiFinish();
 	return got;
 }

@@ -70,6 +70,37 @@ extern int	SubsReadStream(text *topic, int64 from, int64 upto, int max_fresh,
 						   int max_holes, StreamEntry *entries, int64 *end);
 extern void SubsProbeStream(text *topic, const int64 *seqs, int n, int *states);
 
+/* a row of outbox.subscription_frontier as a dirty snapshot shows it */
+typedef struct FrontierRow
+{
+	int64		from;			/* the range read: [from, next); -1: not recorded */
+	int64		next;
+	TransactionId inserting;	/* another transaction in progress inserts it */
+	TransactionId deleting;		/* another transaction in progress deletes it */
+} FrontierRow;
+
+extern int	SubsReadFrontier(int32 sub, FrontierRow *rows, int max, bool *chain);
+
+/* the frontier of a subscription and its lock (outbox_subs_frontier.c) */
+typedef struct SubsFrontier
+{
+	int32		sub;
+	bool		chain;			/* the rows record their from_seq (1.5) */
+	int			nrows;
+	FrontierRow *rows;
+	int			at;				/* the range read follows rows[at - 1] */
+	int64		start;			/* where the claim reads from */
+	int64		limit;			/* up to (exclusive): a range a claim that
+								 * rolled back left unread; else PG_INT64_MAX */
+} SubsFrontier;
+
+extern bool SubsLock(int32 sub);
+extern void SubsUnlock(int32 sub);
+extern void SubsLockMany(int n, Datum *sub_ids);
+extern void SubsFrontierRead(SubsFrontier *f, int32 sub);
+extern void SubsFrontierAdvance(SubsFrontier *f, int64 next, TimestampTz now);
+extern void SubsWaitClaims(int32 sub);
+
 /* claiming (outbox_store_subs_claim.c) */
 extern int	SubsClaimToTuplestore(const ClaimRequest *req, text *name,
 								  TupleDesc tupdesc, Tuplestorestate *store);

@@ -210,3 +210,66 @@ SubsProbeStream(text *topic, const int64 *seqs, int n, int *states)
 	}
 	obx_scan_close(&s);
 }
+
+/*
+ * The rows of subscription sub in outbox.subscription_frontier, by
+ * next_seq, as a dirty snapshot shows them: rows of claims still in
+ * progress included, each with the transaction that inserts or deletes it
+ * when that is another one in progress.  At most max; *chain is false
+ * when the table has no from_seq (the library is newer than the
+ * extension's tables).  Returns the number of rows.
+ */
+int
+SubsReadFrontier(int32 sub, FrontierRow *rows, int max, bool *chain)
+{
+	Oid			nsp = get_namespace_oid("outbox", false);
+	Oid			relid = get_relname_relid("subscription_frontier", nsp);
+	Oid			indexid = get_relname_relid("subscription_frontier_pkey", nsp);
+	Relation	heap;
+	Relation	index;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	SnapshotData dirty;
+	ScanKeyData key;
+	AttrNumber	att_next;
+	AttrNumber	att_from;
+	int			n = 0;
+
+	if (!OidIsValid(relid) || !OidIsValid(indexid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("outbox.subscription_frontier or its primary key is missing")));
+	heap = table_open(relid, AccessShareLock);
+	index = index_open(indexid, AccessShareLock);
+	att_next = get_attnum(relid, "next_seq");
+	att_from = get_attnum(relid, "from_seq");
+	*chain = att_from != InvalidAttrNumber;
+	InitDirtySnapshot(dirty);
+	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_INT4EQ, Int32GetDatum(sub));
+	scan = ObxIndexBeginScan(heap, index, &dirty, 1);
+	index_rescan(scan, &key, 1, NULL, 0);
+	slot = table_slot_create(heap, NULL);
+	while (n < max && index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		FrontierRow *r = &rows[n++];
+		bool		isnull;
+		Datum		from;
+
+		r->next = DatumGetInt64(slot_getattr(slot, att_next, &isnull));
+		r->from = -1;
+		if (*chain)
+		{
+			from = slot_getattr(slot, att_from, &isnull);
+			if (!isnull)
+				r->from = DatumGetInt64(from);
+		}
+		r->inserting = dirty.xmin;
+		r->deleting = dirty.xmax;
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	index_endscan(scan);
+	index_close(index, AccessShareLock);
+	table_close(heap, AccessShareLock);
+	return n;
+}

@@ -3,11 +3,11 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(233);
+SELECT plan(236);
 
--- the extension: version 1.4, fixed in schema outbox
+-- the extension: version 1.5, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'), '1.4', 'version 1.4');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'krizaka_outbox'), '1.5', 'version 1.5');
 SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'krizaka_outbox'),
           'pg_catalog', 'recorded in pg_catalog, its objects in its own schema outbox (as pg_cron does)');
 SELECT ok(NOT (SELECT extrelocatable FROM pg_extension WHERE extname = 'krizaka_outbox'), 'not relocatable');
@@ -96,6 +96,7 @@ INSERT INTO col VALUES
     ('subscription_frontier', 'sub_id', 'integer', true, NULL),
     ('subscription_frontier', 'next_seq', 'bigint', true, NULL),
     ('subscription_frontier', 'claimed_at', 'timestamp with time zone', false, NULL),
+    ('subscription_frontier', 'from_seq', 'bigint', false, NULL),
     ('subscription_state', 'sub_id', 'integer', true, NULL),
     ('subscription_state', 'seq', 'bigint', true, NULL),
     ('subscription_state', 'id', 'uuid', true, NULL),
@@ -302,7 +303,8 @@ SELECT results_eq(
        ORDER BY a.attnum$$,
     $$VALUES ('sub_id', 'integer', true, NULL::text),
              ('next_seq', 'bigint', true, NULL),
-             ('claimed_at', 'timestamp with time zone', false, NULL)$$,
+             ('claimed_at', 'timestamp with time zone', false, NULL),
+             ('from_seq', 'bigint', false, NULL)$$,
     'outbox.subscription_frontier: columns in order, with types, NOT NULL and defaults');
 SELECT results_eq(
     $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
@@ -326,8 +328,8 @@ SELECT results_eq(
 SELECT columns_are('outbox', 'subscription',
                    ARRAY['sub_id', 'topic', 'name', 'start_seq', 'created_at', 'paused_until', 'expired_at'],
                    'outbox.subscription has exactly its seven columns');
-SELECT columns_are('outbox', 'subscription_frontier', ARRAY['sub_id', 'next_seq', 'claimed_at'],
-                   'outbox.subscription_frontier has exactly its three columns');
+SELECT columns_are('outbox', 'subscription_frontier', ARRAY['sub_id', 'next_seq', 'claimed_at', 'from_seq'],
+                   'outbox.subscription_frontier has exactly its four columns');
 SELECT columns_are('outbox', 'subscription_state',
                    ARRAY['sub_id', 'seq', 'id', 'ordering_key', 'available_at', 'blocked', 'hole', 'attempts',
                          'leased_until', 'lease_owner', 'dead_at', 'last_error'],

@@ -69,7 +69,7 @@ for my $i (0 .. 3)
 	is($r->{body_bytes}, $envelope, "message $i: the body is the envelope");
 	is(join('|', $r->{method}, $r->{headers}{'content-type'}, $r->{headers}{'user-agent'},
 			$r->{headers}{authorization}, $r->{headers}{'x-tenant'}),
-		'POST|application/json|krizaka_outbox/1.4|Bearer t0ken|acme', "message $i: method and headers");
+		'POST|application/json|krizaka_outbox/1.5|Bearer t0ken|acme', "message $i: method and headers");
 	my $ts = $r->{headers}{'webhook-timestamp'};
 	like($ts, qr/^\d+$/, "message $i: webhook-timestamp is in Unix seconds");
 	cmp_ok(abs($r->{timestamp_skew}), '<', 3, "message $i: and within a few seconds of its arrival ($r->{timestamp_skew} s)");

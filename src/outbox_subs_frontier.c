@@ -1,0 +1,337 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_subs_frontier.c
+ *		The frontier of a named subscription: the chain of ranges of the
+ *		log its claims have read, and the lock they take turns on while
+ *		they read one.
+ *
+ * Each claim that reads the log inserts a row of outbox.subscription_frontier
+ * for the range it read, [from_seq, next_seq).  The rows are read with a
+ * dirty snapshot, so the range of a claim still in progress counts: a
+ * claim that reads no ordering key releases the subscription's lock as
+ * soon as its rows are in, before its commit, and the next claim reads
+ * on from there.  If that claim then rolls back, its row goes and leaves
+ * a gap between the rows below and above it: the next claim reads the gap
+ * again, first.  Rows below the first one that is not settled (inserted
+ * or deleted by another transaction still in progress, or after a gap)
+ * tell nothing any more, and the claim that finds them deletes them.
+ *
+ * A claim that reads an ordering key holds the lock until its transaction
+ * ends, as do the calls that unblock a key's next message
+ * (outbox_store_subs.c): deciding which message heads its key needs the
+ * state rows of every claim before, committed.  A range without keys
+ * never has to be decided against another, and the range a claim that
+ * rolled back leaves holds no key either: a claim with keys is never
+ * passed.
+ *
+ * The lock is an object lock on (outbox.subscription, sub_id), seen in
+ * pg_locks.  A claim whose transaction stays open keeps its row in the
+ * chain; after FRONTIER_WAIT_ROWS rows above it, claims wait for it to end
+ * instead of lengthening the chain every claim reads.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+
+#include "outbox.h"
+#include "outbox_spi.h"
+#include "outbox_subs.h"
+
+/* beyond this many rows, a claim waits for the oldest one in progress */
+#define FRONTIER_WAIT_ROWS	64
+
+/* $1 sub_id, $2 next_seq, $3 now, $4 from_seq */
+static SavedStatement stmt_insert = {
+	"INSERT INTO outbox.subscription_frontier (sub_id, next_seq, claimed_at, from_seq)"
+	" VALUES ($1, $2, $3, $4)",
+	SPI_OK_INSERT, 4, {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID}
+};
+
+/* rows settled below the newest: $1 sub_id, $2 their next_seq */
+static SavedStatement stmt_delete = {
+	"DELETE FROM outbox.subscription_frontier"
+	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND next_seq OPERATOR(pg_catalog.=) ANY ($2)",
+	SPI_OK_DELETE, 2, {INT4OID, INT8ARRAYOID}
+};
+
+/*
+ * Before the tables of 1.5 (no from_seq): the frontier moved from $4 to
+ * $2, under the lock held until commit.
+ */
+static SavedStatement stmt_advance_14 = {
+	"WITH d AS (DELETE FROM outbox.subscription_frontier"
+	"  WHERE sub_id OPERATOR(pg_catalog.=) $1 AND next_seq OPERATOR(pg_catalog.=) $4)"
+	" INSERT INTO outbox.subscription_frontier (sub_id, next_seq, claimed_at)"
+	" VALUES ($1, $2, $3)",
+	SPI_OK_INSERT, 4, {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID}
+};
+
+static void
+obx_lock_tag(LOCKTAG *tag, int32 sub)
+{
+	Oid			nsp = get_namespace_oid("outbox", false);
+	Oid			relid = get_relname_relid("subscription", nsp);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("table outbox.subscription is missing")));
+	SET_LOCKTAG_OBJECT(*tag, MyDatabaseId, relid, (uint32) sub, 0);
+}
+
+/*
+ * Take the lock of subscription sub, until the transaction ends or
+ * SubsUnlock.  Returns whether it had to wait for it.
+ */
+bool
+SubsLock(int32 sub)
+{
+	LOCKTAG		tag;
+
+	obx_lock_tag(&tag, sub);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
+		return false;
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	return true;
+}
+
+void
+SubsUnlock(int32 sub)
+{
+	LOCKTAG		tag;
+
+	obx_lock_tag(&tag, sub);
+	(void) LockRelease(&tag, ExclusiveLock, false);
+}
+
+static int
+obx_cmp_int32(const void *a, const void *b)
+{
+	int32		x = DatumGetInt32(*(const Datum *) a);
+	int32		y = DatumGetInt32(*(const Datum *) b);
+
+	return (x > y) - (x < y);
+}
+
+/* The locks of the n subscriptions sub_ids (in any order, repeats allowed). */
+void
+SubsLockMany(int n, Datum *sub_ids)
+{
+	Datum	   *sorted = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	memcpy(sorted, sub_ids, sizeof(Datum) * n);
+	qsort(sorted, n, sizeof(Datum), obx_cmp_int32);
+	for (i = 0; i < n; i++)
+		if (i == 0 || DatumGetInt32(sorted[i]) != DatumGetInt32(sorted[i - 1]))
+			(void) SubsLock(DatumGetInt32(sorted[i]));
+	pfree(sorted);
+}
+
+/* All the rows of sub, however many */
+static void
+obx_read_rows(SubsFrontier *f, int32 sub)
+{
+	int			max = 16;
+
+	for (;;)
+	{
+		f->rows = palloc(sizeof(FrontierRow) * max);
+		f->nrows = SubsReadFrontier(sub, f->rows, max, &f->chain);
+		if (f->nrows < max)
+			return;
+		pfree(f->rows);
+		max *= 2;
+	}
+}
+
+/*
+ * The transaction to wait for when the chain is too long: the lowest row
+ * another transaction in progress inserts or deletes.
+ */
+static TransactionId
+obx_oldest_claim(SubsFrontier *f)
+{
+	int			i;
+
+	for (i = 0; i < f->nrows; i++)
+	{
+		if (TransactionIdIsValid(f->rows[i].inserting))
+			return f->rows[i].inserting;
+		if (TransactionIdIsValid(f->rows[i].deleting))
+			return f->rows[i].deleting;
+	}
+	return InvalidTransactionId;
+}
+
+/* Wait for xid to end, without the lock of sub. */
+static void
+obx_wait(int32 sub, TransactionId xid)
+{
+	SubsUnlock(sub);
+	XactLockTableWait(xid, NULL, NULL, XLTW_None);
+	(void) SubsLock(sub);
+}
+
+/*
+ * Where the next claim of subscription sub reads, under its lock (held by
+ * the caller, and perhaps released and taken again meanwhile): the first
+ * range a claim that rolled back left, or on from the newest row.  With no
+ * row at all (unsubscribed meanwhile) the range is empty.
+ */
+void
+SubsFrontierRead(SubsFrontier *f, int32 sub)
+{
+	int			i;
+
+	f->sub = sub;
+	for (;;)
+	{
+		TransactionId xid;
+
+		obx_read_rows(f, sub);
+		if (f->nrows <= FRONTIER_WAIT_ROWS)
+			break;
+		xid = obx_oldest_claim(f);
+		if (!TransactionIdIsValid(xid))
+			break;
+		obx_wait(sub, xid);
+		pfree(f->rows);
+	}
+	f->start = 0;
+	f->limit = 0;
+	f->at = 0;
+	if (f->nrows == 0)
+		return;
+	f->at = f->nrows;
+	f->start = f->rows[f->nrows - 1].next;
+	f->limit = PG_INT64_MAX;
+	if (!f->chain)
+		return;
+	for (i = 1; i < f->nrows; i++)
+	{
+		if (f->rows[i].from > f->rows[i - 1].next)
+		{
+			f->at = i;
+			f->start = f->rows[i - 1].next;
+			f->limit = f->rows[i].from;
+			return;
+		}
+	}
+}
+
+/* Is row r settled: written by a transaction that committed, or by this one? */
+static inline bool
+obx_settled(const FrontierRow *r)
+{
+	return !TransactionIdIsValid(r->inserting) && !TransactionIdIsValid(r->deleting);
+}
+
+/*
+ * The claim read f's range up to next: record it, and delete the rows
+ * below the newest of the settled rows that chain from the first without
+ * a gap (this claim's row counts as settled).
+ */
+void
+SubsFrontierAdvance(SubsFrontier *f, int64 next, TimestampTz now)
+{
+	Datum		args[4];
+	FrontierRow mine;
+	Datum	   *gone;
+	int			ngone = 0;
+	int			i;
+	const FrontierRow **list;
+	int			n = 0;
+	bool		moved = next > f->start;
+
+	if (f->nrows == 0)
+		return;
+	args[0] = Int32GetDatum(f->sub);
+	if (!f->chain)
+	{
+		if (moved)
+		{
+			args[1] = Int64GetDatum(next);
+			args[2] = TimestampTzGetDatum(now);
+			args[3] = Int64GetDatum(f->start);
+			(void) SpiExecute(&stmt_advance_14, args, NULL, false, 0);
+		}
+		return;
+	}
+	if (moved)
+	{
+		args[1] = Int64GetDatum(next);
+		args[2] = TimestampTzGetDatum(now);
+		args[3] = Int64GetDatum(f->start);
+		(void) SpiExecute(&stmt_insert, args, NULL, false, 0);
+	}
+	mine.from = f->start;
+	mine.next = next;
+	mine.inserting = InvalidTransactionId;
+	mine.deleting = InvalidTransactionId;
+
+	/* the rows in order, this claim's in its place */
+	list = palloc(sizeof(FrontierRow *) * (f->nrows + 1));
+	for (i = 0; i < f->nrows; i++)
+	{
+		if (i == f->at && moved)
+			list[n++] = &mine;
+		list[n++] = &f->rows[i];
+	}
+	if (f->at == f->nrows && moved)
+		list[n++] = &mine;
+
+	/* the settled rows that chain from the first: all but the last go */
+	gone = palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+	{
+		const FrontierRow *r = list[i];
+
+		if (!obx_settled(r) ||
+			(i > 0 && r->from >= 0 && r->from != list[i - 1]->next))
+			break;
+		if (i > 0)
+			gone[ngone++] = Int64GetDatum(list[i - 1]->next);
+	}
+	if (ngone > 0)
+	{
+		args[1] = PointerGetDatum(construct_array(gone, ngone, INT8OID, 8,
+												  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		(void) SpiExecute(&stmt_delete, args, NULL, false, 0);
+	}
+	pfree(gone);
+	pfree(list);
+}
+
+/*
+ * Wait, under the lock of sub (held by the caller), until no claim still
+ * in progress has a row in its chain: before the subscription and its
+ * state go, nothing a claim inserts may be left behind.
+ */
+void
+SubsWaitClaims(int32 sub)
+{
+	SubsFrontier f;
+
+	for (;;)
+	{
+		TransactionId xid = InvalidTransactionId;
+		int			i;
+
+		obx_read_rows(&f, sub);
+		for (i = 0; i < f.nrows && !TransactionIdIsValid(xid); i++)
+			xid = f.rows[i].inserting;
+		pfree(f.rows);
+		if (!TransactionIdIsValid(xid))
+			return;
+		obx_wait(sub, xid);
+	}
+}

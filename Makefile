@@ -12,6 +12,7 @@ OBJS = \
 	src/outbox_api_subs.o \
 	src/outbox_backoff.o \
 	src/outbox_drain.o \
+	src/outbox_drain_batch.o \
 	src/outbox_drain_call.o \
 	src/outbox_drain_remote.o \
 	src/outbox_drain_wait.o \

@@ -15,3 +15,221 @@ ALTER TABLE outbox.subscription_frontier ADD COLUMN from_seq bigint;
 
 COMMENT ON TABLE outbox.subscription_frontier IS
     'The ranges of the log each named subscription has read, [from_seq, next_seq); its newest row is the read frontier.';
+
+/*
+ * Routes per subscription.  A topic may have a route for its default
+ * subscription (subscription NULL) and one for each named subscription;
+ * route_notify, route_remote, unroute and check_route take the
+ * subscription as a new last argument, in new functions beside the old
+ * ones, so that calls and grants written for 1.4 stay as they are.
+ * Without a primary key, logical replication identifies a route by all of
+ * its columns.
+ */
+ALTER TABLE outbox.routes ADD COLUMN subscription text;
+ALTER TABLE outbox.routes DROP CONSTRAINT routes_pkey;
+ALTER TABLE outbox.routes
+    ADD CONSTRAINT routes_topic_subscription_key UNIQUE NULLS NOT DISTINCT (topic, subscription);
+ALTER TABLE outbox.routes REPLICA IDENTITY FULL;
+
+COMMENT ON TABLE outbox.routes IS
+    'Delivery routes: one per topic and subscription (NULL: the default one), to a NOTIFY channel, to a command on a remote PostgreSQL server, or to an HTTP endpoint.';
+
+-- the route of a topic in the stats is the default subscription's
+CREATE OR REPLACE VIEW outbox.topic_stats AS
+WITH counts AS (
+    SELECT m.topic,
+           pg_catalog.count(*) FILTER (
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+                 AND (m.leased_until IS NULL
+                      OR m.leased_until OPERATOR(pg_catalog.<=) pg_catalog.now())) AS due,
+           pg_catalog.count(*) FILTER (
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS delayed,
+           pg_catalog.count(*) FILTER (
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                 AND m.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+                 AND m.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()) AS leased,
+           pg_catalog.count(*) FILTER (WHERE m.dead_at IS NOT NULL) AS dead,
+           pg_catalog.count(*) FILTER (WHERE m.delivered_at IS NOT NULL) AS delivered,
+           pg_catalog.min(m.created_at) FILTER (
+               WHERE m.delivered_at IS NULL AND m.dead_at IS NULL) AS oldest_created_at
+      FROM outbox.message m
+     GROUP BY m.topic
+)
+SELECT c.topic,
+       c.due,
+       c.delayed,
+       c.leased,
+       c.dead,
+       c.delivered,
+       CASE WHEN pg_catalog.isfinite(c.oldest_created_at)
+            THEN pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest_created_at
+       END AS oldest_undelivered_age,
+       r.paused_until,
+       CASE WHEN pg_catalog.isfinite(c.oldest_created_at)
+            THEN pg_catalog.date_part('epoch',
+                     pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest_created_at)
+       END AS oldest_undelivered_age_seconds
+  FROM counts c
+  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) c.topic AND r.subscription IS NULL
+ WHERE NOT EXISTS (SELECT 1 FROM outbox.subscription t
+                    WHERE t.topic OPERATOR(pg_catalog.=) c.topic AND t.name IS NULL);
+
+COMMENT ON VIEW outbox.topic_stats IS
+    'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, the pause of its route, and that age in seconds.';
+
+CREATE OR REPLACE VIEW outbox.subscription_stats AS
+SELECT d.topic,
+       NULL::text AS subscription,
+       d.pending,
+       d.in_flight,
+       d.dead,
+       CASE WHEN pg_catalog.isfinite(d.oldest_created_at)
+            THEN pg_catalog.now() OPERATOR(pg_catalog.-) d.oldest_created_at
+       END AS oldest_pending_age,
+       NULL::timestamptz AS last_claim_at,
+       r.paused_until,
+       CASE WHEN r.paused_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'paused'
+            ELSE 'active' END AS state
+  FROM (SELECT m.topic,
+               pg_catalog.count(*) FILTER (
+                   WHERE m.delivered_at IS NULL AND m.dead_at IS NULL) AS pending,
+               pg_catalog.count(*) FILTER (
+                   WHERE m.delivered_at IS NULL AND m.dead_at IS NULL
+                     AND m.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()) AS in_flight,
+               pg_catalog.count(*) FILTER (WHERE m.dead_at IS NOT NULL) AS dead,
+               pg_catalog.min(m.created_at) FILTER (
+                   WHERE m.delivered_at IS NULL AND m.dead_at IS NULL) AS oldest_created_at
+          FROM outbox.message m
+         GROUP BY m.topic) d
+  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) d.topic AND r.subscription IS NULL
+ WHERE NOT EXISTS (SELECT 1 FROM outbox.subscription t
+                    WHERE t.topic OPERATOR(pg_catalog.=) d.topic AND t.name IS NULL)
+UNION ALL
+SELECT s.topic,
+       s.name,
+       st.pending OPERATOR(pg_catalog.+) un.unread,
+       st.in_flight,
+       st.dead,
+       pg_catalog.now() OPERATOR(pg_catalog.-)
+           LEAST(st.oldest_created_at, un.oldest_created_at),
+       (SELECT f.claimed_at FROM outbox.subscription_frontier f
+         WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id
+         ORDER BY f.next_seq DESC LIMIT 1),
+       s.paused_until,
+       CASE WHEN s.expired_at IS NOT NULL THEN 'expired'
+            WHEN s.paused_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'paused'
+            ELSE 'active' END
+  FROM outbox.subscription s
+  CROSS JOIN LATERAL (
+        SELECT pg_catalog.count(*) FILTER (WHERE x.dead_at IS NULL AND NOT x.hole) AS pending,
+               pg_catalog.count(*) FILTER (
+                   WHERE x.dead_at IS NULL
+                     AND x.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()) AS in_flight,
+               pg_catalog.count(*) FILTER (WHERE x.dead_at IS NOT NULL) AS dead,
+               pg_catalog.min(m.created_at) FILTER (WHERE x.dead_at IS NULL) AS oldest_created_at
+          FROM outbox.subscription_state x
+          LEFT JOIN outbox.message m
+                 ON m.topic OPERATOR(pg_catalog.=) s.topic
+                AND m.seq OPERATOR(pg_catalog.=) x.seq
+         WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id) st
+  CROSS JOIN LATERAL (
+        SELECT pg_catalog.count(*) AS unread,
+               pg_catalog.min(m.created_at) AS oldest_created_at
+          FROM outbox.message m
+         WHERE m.topic OPERATOR(pg_catalog.=) s.topic
+           AND m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq DESC LIMIT 1)) un
+ WHERE s.name IS NOT NULL;
+
+COMMENT ON VIEW outbox.subscription_stats IS
+    'Per topic and subscription (NULL: the default one): messages pending (leased ones included), in flight, dead, the age of the oldest pending one, the last claim, the pause and the state.';
+
+CREATE FUNCTION outbox.route_notify(topic text, channel text, subscription text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_route_notify'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.route_notify(text, text, text) IS
+    'Public: deliver the subscription of topic (NULL: the default one; a named one is made when missing) by pg_notify(channel, envelope); replaces its route.';
+
+CREATE FUNCTION outbox.route_remote(topic text, server name, command text, subscription text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_route_remote'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.route_remote(text, name, text, text) IS
+    'Public: deliver the subscription of topic (NULL: the default one; a named one is made when missing) by running command on the foreign server, with $1 = envelope (jsonb) and $2 = topic; replaces its route.';
+
+CREATE FUNCTION outbox.check_route(topic text, subscription text)
+RETURNS TABLE (step text, ok boolean, sqlstate text, message text)
+AS 'MODULE_PATHNAME', 'outbox_check_route'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.check_route(text, text) IS
+    'Public: try the route of the subscription of topic (NULL: the default one) as delivery would, delivering nothing.';
+
+CREATE FUNCTION outbox.unroute(topic text, subscription text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'outbox_unroute'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.unroute(text, text) IS
+    'Public: remove the route of the subscription of topic (NULL: the default one). Returns false when it had none.';
+
+REVOKE ALL ON FUNCTION outbox.route_notify(text, text, text),
+    outbox.route_remote(text, name, text, text),
+    outbox.check_route(text, text),
+    outbox.unroute(text, text) FROM PUBLIC;
+
+/*
+ * The new functions get exactly the grants of the old ones beside them,
+ * grant options included, and nothing from the default privileges of the
+ * updating role.
+ */
+DO $do$
+DECLARE
+    f record;
+    g record;
+BEGIN
+    FOR f IN
+        SELECT 'outbox.route_notify(text, text)'::pg_catalog.regprocedure AS old,
+               'outbox.route_notify(text, text, text)'::pg_catalog.regprocedure AS new
+        UNION ALL
+        SELECT 'outbox.route_remote(text, name, text)'::pg_catalog.regprocedure,
+               'outbox.route_remote(text, name, text, text)'::pg_catalog.regprocedure
+        UNION ALL
+        SELECT 'outbox.check_route(text)'::pg_catalog.regprocedure,
+               'outbox.check_route(text, text)'::pg_catalog.regprocedure
+        UNION ALL
+        SELECT 'outbox.unroute(text)'::pg_catalog.regprocedure,
+               'outbox.unroute(text, text)'::pg_catalog.regprocedure
+    LOOP
+        FOR g IN
+            SELECT DISTINCT a.grantee
+              FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+             WHERE p.oid OPERATOR(pg_catalog.=) f.new
+               AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+        LOOP
+            EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s', f.new,
+                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                     ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END);
+        END LOOP;
+        FOR g IN
+            SELECT a.grantee, a.is_grantable
+              FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+             WHERE p.oid OPERATOR(pg_catalog.=) f.old
+               AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+        LOOP
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', f.new,
+                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                     ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
+                CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        END LOOP;
+    END LOOP;
+END
+$do$;

@@ -281,7 +281,8 @@ COMMENT ON FUNCTION outbox.envelope_by_id(uuid) IS
 
 /*
  * outbox.routes: where the background worker and drain_once deliver a
- * topic.  One route per topic: a NOTIFY channel, a command run on a
+ * topic.  One route per topic and subscription (NULL: the topic's default
+ * subscription; HTTP routes deliver only that one): a NOTIFY channel, a command run on a
  * remote PostgreSQL database named by a foreign server (credentials come
  * from the user mapping of the delivering role, never from this table), or
  * an HTTP endpoint (url; ca_file verifies its certificate instead of the
@@ -298,7 +299,9 @@ COMMENT ON FUNCTION outbox.envelope_by_id(uuid) IS
  * delivered until made again); NULL, in a row written into the table by
  * hand, that the role named created_by delivers it.  A regrole is dumped
  * as the role's name and restored as the role of that name; pg_upgrade
- * keeps role OIDs.
+ * keeps role OIDs.  Without a primary key (subscription is NULL for the
+ * default subscription), logical replication identifies a row by all of
+ * its columns.
  */
 CREATE TABLE outbox.routes (
     topic       text        NOT NULL,
@@ -315,7 +318,8 @@ CREATE TABLE outbox.routes (
     url                   text,
     ca_file               text,
     secret_fingerprint    text,
-    CONSTRAINT routes_pkey PRIMARY KEY (topic),
+    subscription          text,
+    CONSTRAINT routes_topic_subscription_key UNIQUE NULLS NOT DISTINCT (topic, subscription),
     CONSTRAINT routes_target_check CHECK (
         (target OPERATOR(pg_catalog.=) 'notify' AND channel IS NOT NULL
             AND server IS NULL AND command IS NULL AND url IS NULL)
@@ -325,8 +329,10 @@ CREATE TABLE outbox.routes (
             AND server IS NULL AND command IS NULL AND url IS NOT NULL))
 );
 
+ALTER TABLE outbox.routes REPLICA IDENTITY FULL;
+
 COMMENT ON TABLE outbox.routes IS
-    'Delivery routes: one per topic, to a NOTIFY channel, to a command on a remote PostgreSQL server, or to an HTTP endpoint.';
+    'Delivery routes: one per topic and subscription (NULL: the default one), to a NOTIFY channel, to a command on a remote PostgreSQL server, or to an HTTP endpoint.';
 
 SELECT pg_catalog.pg_extension_config_dump('outbox.routes', '');
 
@@ -548,7 +554,7 @@ SELECT c.topic,
                      pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest_created_at)
        END AS oldest_undelivered_age_seconds
   FROM counts c
-  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) c.topic
+  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) c.topic AND r.subscription IS NULL
  WHERE NOT EXISTS (SELECT 1 FROM outbox.subscription t
                     WHERE t.topic OPERATOR(pg_catalog.=) c.topic AND t.name IS NULL);
 
@@ -622,7 +628,7 @@ SELECT d.topic,
                    WHERE m.delivered_at IS NULL AND m.dead_at IS NULL) AS oldest_created_at
           FROM outbox.message m
          GROUP BY m.topic) d
-  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) d.topic
+  LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) d.topic AND r.subscription IS NULL
  WHERE NOT EXISTS (SELECT 1 FROM outbox.subscription t
                     WHERE t.topic OPERATOR(pg_catalog.=) d.topic AND t.name IS NULL)
 UNION ALL
@@ -673,6 +679,15 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION outbox.route_notify(text, text) IS
     'Public: deliver topic by pg_notify(channel, envelope); replaces the topic''s route.';
 
+CREATE FUNCTION outbox.route_notify(topic text, channel text, subscription text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_route_notify'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.route_notify(text, text, text) IS
+    'Public: deliver the subscription of topic (NULL: the default one; a named one is made when missing) by pg_notify(channel, envelope); replaces its route.';
+
 /*
  * route_remote and drain_once run as their caller: the caller's privileges
  * on the foreign server and its user mapping decide the remote connection.
@@ -688,6 +703,15 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION outbox.route_remote(text, name, text) IS
     'Public: deliver topic by running command on the foreign server, with $1 = envelope (jsonb) and $2 = topic; replaces the topic''s route.';
 
+CREATE FUNCTION outbox.route_remote(topic text, server name, command text, subscription text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_route_remote'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.route_remote(text, name, text, text) IS
+    'Public: deliver the subscription of topic (NULL: the default one; a named one is made when missing) by running command on the foreign server, with $1 = envelope (jsonb) and $2 = topic; replaces its route.';
+
 /*
  * check_route runs as its caller, as route_remote does: it connects with
  * the user mapping of the route's creator, so only the creator, a
@@ -701,6 +725,15 @@ SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION outbox.check_route(text) IS
     'Public: try the route of topic as delivery would, delivering nothing: one row per step (route; channel, or server, connect, prepare), up to the first that fails.';
+
+CREATE FUNCTION outbox.check_route(topic text, subscription text)
+RETURNS TABLE (step text, ok boolean, sqlstate text, message text)
+AS 'MODULE_PATHNAME', 'outbox_check_route'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.check_route(text, text) IS
+    'Public: try the route of the subscription of topic (NULL: the default one) as delivery would, delivering nothing.';
 
 CREATE FUNCTION outbox.route_http(topic text, url text, secret text DEFAULT NULL,
                                   headers jsonb DEFAULT NULL, ca_file text DEFAULT NULL)
@@ -738,6 +771,15 @@ SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION outbox.unroute(text) IS
     'Public: remove the route of topic. Returns false when it had none.';
+
+CREATE FUNCTION outbox.unroute(topic text, subscription text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'outbox_unroute'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.unroute(text, text) IS
+    'Public: remove the route of the subscription of topic (NULL: the default one). Returns false when it had none.';
 
 CREATE FUNCTION outbox.drain_once(topic text DEFAULT NULL)
 RETURNS integer

@@ -443,8 +443,13 @@ INSERT INTO bad_input.call VALUES
     ('webhook_signature', 2, 'msg_id', 'text', $$SELECT outbox.webhook_signature('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', %v, 1614265330, '{}')$$, NULL),
     ('webhook_signature', 3, 'ts', 'bigint', $$SELECT outbox.webhook_signature('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_1', %v, '{}')$$, NULL),
     ('webhook_signature', 4, 'body', 'text', $$SELECT outbox.webhook_signature('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_1', 1614265330, %v)$$, NULL),
+    ('route_notify', 3, 'subscription', 'text subscription', $$SELECT outbox.route_notify('bi_sr', 'bi_events', %v)$$,
+     $$SELECT 'routes ' || string_agg(coalesce(subscription, '(default)'), ',' ORDER BY subscription NULLS FIRST) FROM outbox.routes WHERE topic = 'bi_sr'$$),
+    ('route_remote', 4, 'subscription', 'text subscription', $$SELECT outbox.route_remote('bi_sr', 'bad_input_srv', 'SELECT $1', %v)$$, NULL),
     ('unroute', 1, 'topic', 'text', $$SELECT outbox.unroute(%v)$$, NULL),
+    ('unroute', 2, 'subscription', 'text subscription', $$SELECT outbox.unroute('bi_sr', %v)$$, NULL),
     ('check_route', 1, 'topic', 'text', $$SELECT count(*) FROM outbox.check_route(%v)$$, NULL),
+    ('check_route', 2, 'subscription', 'text subscription', $$SELECT count(*) FROM outbox.check_route('bi_sr', %v)$$, NULL),
     ('drain_once', 1, 'topic', 'text', $$SELECT outbox.drain_once(%v)$$, NULL);
 
 -- every function of the extension has its calls (worker_status has no

@@ -173,6 +173,7 @@ obx_claim_request(FunctionCallInfo fcinfo, int argno, ClaimRequest *req)
 	req->lease_seconds = CheckLeaseSeconds(PG_GETARG_DATUM(argno + 3),
 										   PG_ARGISNULL(argno + 3));
 	req->max_attempts = outbox_max_attempts;
+	req->by_route = false;
 }
 
 /*

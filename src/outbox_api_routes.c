@@ -6,9 +6,13 @@
  *		outbox_api_http.c); and check_route, which
  *		tries a route without delivering anything.
  *
- * A topic has at most one route, kept in outbox.routes: a NOTIFY channel,
- * or a command run on a remote PostgreSQL database named by a foreign
- * server.  Routes are checked on the way in, so a bad channel, an unknown
+ * A topic has at most one route per subscription, kept in outbox.routes: a
+ * NOTIFY channel, or a command run on a remote PostgreSQL database named
+ * by a foreign server.  The functions of 1.4 and earlier route the topic's
+ * default subscription; those with a last argument subscription (1.5)
+ * route the one named there (NULL: the default one), and make a named
+ * subscription that does not exist yet, reading from now on.  A named
+ * subscription with a route belongs to it: pull claims of it are refused.  Routes are checked on the way in, so a bad channel, an unknown
  * server or a command that does not parse is refused with nothing stored
  * (outbox_store_routes.c stores them).  Setting a route wakes the worker,
  * which delivers the topic from then on.
@@ -22,6 +26,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "outbox.h"
 #include "outbox_identity.h"
@@ -37,28 +42,52 @@ PG_FUNCTION_INFO_V1(outbox_check_route);
 static void obx_check_row(ReturnSetInfo *rsinfo, const char *step, bool ok,
 						  const char *sqlstate, const char *message);
 
-/* outbox.route_notify(topic, channel): deliver topic by pg_notify */
+/*
+ * The subscription a route is made for: the default one, which must not
+ * have been dropped, or a named one, made when missing.  Runs as the
+ * extension's owner.
+ */
+static void
+obx_route_subscription(text *topic, text *subscription)
+{
+	if (subscription == NULL)
+	{
+		CheckDefaultClaim(topic);
+		return;
+	}
+	if (!StoreRoutesPerSubscription())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the outbox tables of this database have no routes per subscription yet"),
+				 errhint("Run ALTER EXTENSION krizaka_outbox UPDATE.")));
+	(void) SubsCreate(topic, subscription, false, 0, GetCurrentTimestamp());
+}
+
+/*
+ * outbox.route_notify(topic, channel[, subscription]): deliver topic (its
+ * subscription) by pg_notify
+ */
 Datum
 outbox_route_notify(PG_FUNCTION_ARGS)
 {
 	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
 	text	   *channel = CheckName(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "channel");
+	text	   *subscription = CheckSubscription(fcinfo, 2);
 
 	CheckChannel(channel);
-
-	/* routes deliver the default subscription */
-	CheckDefaultClaim(topic);
+	obx_route_subscription(topic, subscription);
 
 	/* a SECURITY DEFINER function: the session's role made the route */
-	StoreRouteSetNotify(topic, channel, GetOuterUserId());
-	StoreHttpDropSecrets(topic);
+	StoreRouteSetNotify(topic, subscription, channel, GetOuterUserId());
+	if (subscription == NULL)
+		StoreHttpDropSecrets(topic);
 	RoutesChangedAtCommit();
 	PG_RETURN_VOID();
 }
 
 /*
- * outbox.route_remote(topic, server, command): deliver topic by running
- * command on server.  Runs as its caller, whose rights on the server are
+ * outbox.route_remote(topic, server, command[, subscription]): deliver
+ * topic (its subscription) by running command on server.  Runs as its caller, whose rights on the server are
  * checked, and switches to the extension owner only to store the route.
  */
 Datum
@@ -68,29 +97,37 @@ outbox_route_remote(PG_FUNCTION_ARGS)
 	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
 	char	   *server = CheckServerName(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 	char	   *command = CheckCommand(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
+	text	   *subscription = CheckSubscription(fcinfo, 3);
 	SavedIdentity save;
 
 	RemoteCheckCommand(command);
 	RemoteCheckRoute(server, caller);
 
 	IdentityBecomeExtensionOwner(&save);
-	CheckDefaultClaim(topic);	/* routes deliver the default subscription */
-	StoreRouteSetRemote(topic, server, command, caller);
-	StoreHttpDropSecrets(topic);
+	obx_route_subscription(topic, subscription);
+	StoreRouteSetRemote(topic, subscription, server, command, caller);
+	if (subscription == NULL)
+		StoreHttpDropSecrets(topic);
 	IdentityRestore(&save);
 
 	RoutesChangedAtCommit();
 	PG_RETURN_VOID();
 }
 
-/* outbox.unroute(topic): remove the route; false when there was none */
+/*
+ * outbox.unroute(topic[, subscription]): remove the route of topic's
+ * subscription (NULL: the default one); false when there was none.  A
+ * named subscription stays, for pull workers to claim from then on.
+ */
 Datum
 outbox_unroute(PG_FUNCTION_ARGS)
 {
 	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
-	bool		removed = StoreRouteDelete(topic);
+	text	   *subscription = CheckSubscription(fcinfo, 1);
+	bool		removed = StoreRouteDelete(topic, subscription);
 
-	StoreHttpDropSecrets(topic);
+	if (subscription == NULL)
+		StoreHttpDropSecrets(topic);
 
 	if (removed)
 		RoutesChangedAtCommit();
@@ -114,11 +151,13 @@ outbox_check_route(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Oid			caller = GetUserId();
 	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
+	text	   *subscription = CheckSubscription(fcinfo, 1);
 	char	   *topic_str = text_to_cstring(topic);
+	char	   *sub_str = subscription ? text_to_cstring(subscription) : NULL;
 	SavedIdentity save;
 	Oid			owner;
 	List	   *routes;
-	OutboxRoute *route;
+	OutboxRoute *route = NULL;
 	Oid			creator;
 	ListCell   *lc;
 
@@ -129,12 +168,24 @@ outbox_check_route(PG_FUNCTION_ARGS)
 	routes = StoreRouteList(topic);
 	IdentityRestore(&save);
 
-	if (routes == NIL)
+	foreach(lc, routes)
+	{
+		OutboxRoute *r = lfirst(lc);
+
+		if ((r->subscription == NULL) == (sub_str == NULL) &&
+			(sub_str == NULL || strcmp(r->subscription, sub_str) == 0))
+			route = r;
+	}
+	if (route == NULL && sub_str == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("topic \"%s\" has no route", topic_str),
 				 errhint("Make one with outbox.route_notify, outbox.route_remote or outbox.route_http.")));
-	route = linitial(routes);
+	if (route == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("subscription \"%s\" of topic \"%s\" has no route", sub_str, topic_str),
+				 errhint("Make one with outbox.route_notify or outbox.route_remote.")));
 
 	creator = StoreRouteCreator(route);
 	if (caller != creator &&

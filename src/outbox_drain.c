@@ -72,20 +72,9 @@
 #include "outbox_drain_int.h"
 #include "outbox_envelope.h"
 #include "outbox_error.h"
+#include "outbox_subs.h"
 
 PG_FUNCTION_INFO_V1(outbox_drain_once);
-
-/* Who delivers, and what has been done so far */
-typedef struct DrainState
-{
-	Oid			role;			/* the role that runs the round */
-	text	   *owner;			/* lease owner */
-	int			batch_size;
-	int			lease_seconds;
-	int64		delivered;
-	int64		failed;
-	int			claimed;		/* by the last batch */
-} DrainState;
 
 /* Random bytes in a lease owner name, written in hex */
 #define OUTBOX_OWNER_TOKEN_BYTES	16
@@ -112,6 +101,7 @@ typedef struct DrainState
 typedef struct TopicPace
 {
 	char	   *topic;
+	char	   *subscription;	/* of the route; NULL: the default one */
 	int			size;			/* of its next batch */
 	TimestampTz grow_after;		/* no larger batch before */
 	int			hold_ms;		/* how long the last short batch held it */
@@ -127,14 +117,10 @@ typedef enum StepResult
 
 static const char *obx_lease_owner(const char *kind);
 static void obx_init_state(DrainState *st, Oid role, const char *owner);
-static void obx_claim_request(DrainState *st, OutboxRoute *route, int size,
-							  ClaimRequest *req);
-static void obx_notify_batch(DrainState *st, OutboxRoute *route, int size);
 static RemoteBatch *obx_remote_claim(DrainState *st, OutboxRoute *route,
 									 MemoryContext cxt);
 static void obx_remote_batch(DrainState *st, OutboxRoute *route);
 static void obx_remote_launch(DrainState *st, OutboxRoute *route);
-static TimestampTz obx_next_due(OutboxRoute *route, TimestampTz now);
 static void obx_route_failed(OutboxRoute *route, const char *error,
 							 MemoryContext cxt);
 static void obx_route_recovered(OutboxRoute *route, MemoryContext cxt);
@@ -188,58 +174,6 @@ obx_init_state(DrainState *st, Oid role, const char *owner)
 	st->claimed = 0;
 }
 
-/* A claim of one batch of size messages of the route's topic, as of now. */
-static void
-obx_claim_request(DrainState *st, OutboxRoute *route, int size,
-				  ClaimRequest *req)
-{
-	req->owner = st->owner;
-	req->topic = cstring_to_text(route->topic);
-	req->batch_size = size;
-	req->lease_seconds = st->lease_seconds;
-	req->max_attempts = outbox_max_attempts;
-	req->now = GetCurrentTimestamp();
-}
-
-/*
- * One batch of at most size messages of a NOTIFY route: claimed and marked
- * delivered by one statement, then each notification queued for this
- * transaction's commit.  A message that cannot be sent is taken back and
- * failed.
- */
-static void
-obx_notify_batch(DrainState *st, OutboxRoute *route, int size)
-{
-	ClaimRequest req;
-	List	   *messages = NIL;
-	ListCell   *lc;
-	int			claimed;
-
-	obx_claim_request(st, route, size, &req);
-	claimed = StoreClaimDelivered(&req, &messages);
-	st->claimed = claimed;
-
-	foreach(lc, messages)
-	{
-		ClaimedMessage *m = (ClaimedMessage *) lfirst(lc);
-		OutboxError failure;
-		char	   *error;
-		TimestampTz now;
-
-		if (NotifyDeliver(route->channel, m, &failure))
-		{
-			st->delivered++;
-			continue;
-		}
-		error = OutboxErrorText(&failure);
-		now = GetCurrentTimestamp();
-		StoreUndeliver(&m->id, st->owner,
-					   now + (int64) st->lease_seconds * USECS_PER_SEC);
-		if (StoreFail(&m->id, st->owner, ClipErrorText(error, strlen(error)), now))
-			st->failed++;
-	}
-}
-
 /*
  * Claim (lease) a batch of a remote route, in a memory context under cxt,
  * unless its breaker has paused it: a full batch, or one message to probe
@@ -252,7 +186,7 @@ obx_remote_claim(DrainState *st, OutboxRoute *route, MemoryContext cxt)
 
 	if (RemoteRoutePaused(route, GetCurrentTimestamp()))
 		return NULL;
-	obx_claim_request(st, route, RemoteRouteBatchSize(route, st->batch_size),
+	DrainClaimRequest(st, route, RemoteRouteBatchSize(route, st->batch_size),
 					  &req);
 	return RemoteBatchClaim(&req, route, cxt);
 }
@@ -303,7 +237,7 @@ outbox_drain_once(PG_FUNCTION_ARGS)
 		if (ROUTE_BY_CALLS(route))
 			obx_remote_batch(&st, route);
 		else
-			obx_notify_batch(&st, route, st.batch_size);
+			DrainNotifyBatch(&st, route, st.batch_size);
 	}
 	IdentityRestore(&save);
 
@@ -322,20 +256,6 @@ obx_remote_launch(DrainState *st, OutboxRoute *route)
 
 	if (batch != NULL)
 		DrainFly(batch);
-}
-
-/*
- * When something of the route next becomes due: a message; for a paused
- * route (its breaker, or errors of its own) the end of the pause, as its
- * messages due now are not counted by StoreNextDue.  DT_NOEND: nothing
- * pending.
- */
-static TimestampTz
-obx_next_due(OutboxRoute *route, TimestampTz now)
-{
-	if (RemoteRoutePaused(route, now))
-		return route->paused_until;
-	return StoreNextDue(cstring_to_text(route->topic), now);
 }
 
 /*
@@ -369,7 +289,8 @@ obx_route_failed(OutboxRoute *route, const char *error, MemoryContext cxt)
 		if (DrainBeginLocked("recording a failure", cxt))
 		{
 			IdentityBecomeExtensionOwner(&save);
-			StoreRouteSetBreaker(route->topic, route->created_at, failures,
+			StoreRouteSetBreaker(route->topic, route->subscription,
+								 route->created_at, failures,
 								 route->paused_until,
 								 ClipErrorText(error, strlen(error)));
 			IdentityRestore(&save);
@@ -410,14 +331,13 @@ obx_notify_poison(DrainState *st, OutboxRoute *route, const char *error,
 		if (DrainBeginLocked("recording a failure", cxt))
 		{
 			IdentityBecomeExtensionOwner(&save);
-			obx_claim_request(st, route, 1, &req);
-			(void) StoreClaimMessages(&req, &messages);
+			DrainClaimRequest(st, route, 1, &req);
+			(void) DrainRouteClaim(&req, route, &messages);
 			foreach(lc, messages)
 			{
 				ClaimedMessage *m = (ClaimedMessage *) lfirst(lc);
 
-				if (StoreFail(&m->id, st->owner, ClipErrorText(error, strlen(error)),
-							  GetCurrentTimestamp()))
+				if (DrainRouteFail(st, route, &m->id, error, GetCurrentTimestamp()))
 				{
 					st->failed++;
 					found = true;
@@ -473,7 +393,7 @@ obx_route_step(DrainState *st, OutboxRoute *route, TopicPace *pace,
 			if (ROUTE_BY_CALLS(route))
 				obx_remote_launch(st, route);
 			else
-				obx_notify_batch(st, route, pace->size);
+				DrainNotifyBatch(st, route, pace->size);
 			IdentityRestore(&save);
 			DrainCommit();
 		}
@@ -539,7 +459,8 @@ obx_route_recovered(OutboxRoute *route, MemoryContext cxt)
 		if (DrainBeginLocked("recording a recovery", cxt))
 		{
 			IdentityBecomeExtensionOwner(&save);
-			StoreRouteSetBreaker(route->topic, route->created_at, 0,
+			StoreRouteSetBreaker(route->topic, route->subscription,
+								 route->created_at, 0,
 								 DT_NOBEGIN, NULL);
 			IdentityRestore(&save);
 			DrainCommit();
@@ -600,10 +521,13 @@ obx_paces_for(List *routes, int batch_size)
 		TopicPace  *pace = &paces[foreach_current_index(lc)];
 
 		pace->topic = MemoryContextStrdup(cxt, route->topic);
+		pace->subscription = route->subscription ?
+			MemoryContextStrdup(cxt, route->subscription) : NULL;
 		pace->size = batch_size;
 		for (int i = 0; i < obx_npaces; i++)
 		{
-			if (strcmp(obx_paces[i].topic, route->topic) == 0)
+			if (SameRoute(obx_paces[i].topic, obx_paces[i].subscription,
+						  route->topic, route->subscription))
 			{
 				pace->size = obx_paces[i].size;
 				pace->grow_after = obx_paces[i].grow_after;
@@ -702,7 +626,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 			CHECK_FOR_INTERRUPTS();
 
 			/* a remote route: once a round, and not while a batch flies */
-			if (ROUTE_BY_CALLS(route) && (!first || DrainFlying(route->topic)))
+			if (ROUTE_BY_CALLS(route) && (!first || DrainFlying(route)))
 				continue;
 			/* paused by its breaker, or by errors of its own */
 			if (RemoteRoutePaused(route, GetCurrentTimestamp()))
@@ -744,9 +668,9 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 				OutboxRoute *route = (OutboxRoute *) lfirst(lc);
 				TimestampTz next;
 
-				if (ROUTE_BY_CALLS(route) && DrainFlying(route->topic))
+				if (ROUTE_BY_CALLS(route) && DrainFlying(route))
 					continue;
-				next = obx_next_due(route, now);
+				next = DrainNextDue(route, now);
 				if (next < *next_wake)
 					*next_wake = next;
 			}

@@ -57,6 +57,37 @@ extern void BatchCallAbandon(BatchCall *call);
  */
 #define ROUTE_BY_CALLS(route)	((route)->remote || (route)->http)
 
+/* Whether two routes are of the same topic and subscription (NULL: default) */
+static inline bool
+SameRoute(const char *topic1, const char *sub1, const char *topic2, const char *sub2)
+{
+	if (strcmp(topic1, topic2) != 0 || (sub1 == NULL) != (sub2 == NULL))
+		return false;
+	return sub1 == NULL || strcmp(sub1, sub2) == 0;
+}
+
+/* Who delivers, and what has been done so far */
+typedef struct DrainState
+{
+	Oid			role;			/* the role that runs the round */
+	text	   *owner;			/* lease owner */
+	int			batch_size;
+	int			lease_seconds;
+	int64		delivered;
+	int64		failed;
+	int			claimed;		/* by the last batch */
+} DrainState;
+
+/* one batch of a route (outbox_drain_batch.c) */
+extern void DrainClaimRequest(DrainState *st, OutboxRoute *route, int size,
+							  ClaimRequest *req);
+extern int	DrainRouteClaim(const ClaimRequest *req, const OutboxRoute *route,
+							List **messages);
+extern bool DrainRouteFail(DrainState *st, const OutboxRoute *route, pg_uuid_t *id,
+						   const char *error, TimestampTz now);
+extern void DrainNotifyBatch(DrainState *st, OutboxRoute *route, int size);
+extern TimestampTz DrainNextDue(OutboxRoute *route, TimestampTz now);
+
 /* a batch of a remote or HTTP route (outbox_drain_remote.c) */
 typedef struct RemoteBatch RemoteBatch;
 
@@ -65,7 +96,7 @@ extern int	RemoteRouteBatchSize(const OutboxRoute *route, int batch_size);
 extern RemoteBatch *RemoteBatchClaim(const ClaimRequest *req,
 									 const OutboxRoute *route,
 									 MemoryContext parent);
-extern const char *RemoteBatchTopic(RemoteBatch *batch);
+extern bool RemoteBatchOfRoute(RemoteBatch *batch, const OutboxRoute *route);
 extern BatchCall *RemoteBatchNext(RemoteBatch *batch);
 extern void RemoteBatchFinish(RemoteBatch *batch, int64 *delivered,
 							  int64 *failed);
@@ -82,7 +113,7 @@ extern bool DrainErrorIsMessages(const ErrorData *edata);
 
 /* the worker's batches in flight (outbox_drain_wait.c) */
 extern MemoryContext DrainFlightContext(void);
-extern bool DrainFlying(const char *topic);
+extern bool DrainFlying(const OutboxRoute *route);
 extern void DrainFly(RemoteBatch *batch);
 extern void DrainFlightCounts(int64 *delivered, int64 *failed);
 

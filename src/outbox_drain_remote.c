@@ -61,6 +61,7 @@
 #include "outbox_backoff.h"
 #include "outbox_compat.h"
 #include "outbox_drain_int.h"
+#include "outbox_subs.h"
 
 /* A remote call stops this long before the lease ends */
 #define LEASE_MARGIN_US		USECS_PER_SEC
@@ -82,6 +83,7 @@ struct RemoteBatch
 
 	/* the route, and whose credentials deliver it */
 	char	   *topic;
+	char	   *subscription;	/* a named one's; NULL: the default one */
 	char	   *server;
 	char	   *command;
 	bool		http;			/* an HTTP route: url, ca_file, secrets */
@@ -162,7 +164,9 @@ RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
 	batch->cxt = cxt;
 	PG_TRY();
 	{
-		n = StoreClaimMessages(req, &batch->messages);
+		n = route->subscription != NULL ?
+			SubsClaimMessages(req, cstring_to_text(route->subscription), &batch->messages) :
+			StoreClaimMessages(req, &batch->messages);
 	}
 	PG_CATCH();
 	{
@@ -195,6 +199,7 @@ RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
 	batch->message_cxt = AllocSetContextCreate(cxt, "outbox remote message",
 											   ALLOCSET_DEFAULT_SIZES);
 	batch->topic = pstrdup(route->topic);
+	batch->subscription = route->subscription ? pstrdup(route->subscription) : NULL;
 	batch->route_created_at = route->created_at;
 	if (route->http)
 	{
@@ -255,11 +260,45 @@ obx_route_creator(const OutboxRoute *route, OutboxError *error)
 }
 
 
-/* The topic of the batch's route. */
-const char *
-RemoteBatchTopic(RemoteBatch *batch)
+/* Whether the batch is of the route's topic and subscription. */
+bool
+RemoteBatchOfRoute(RemoteBatch *batch, const OutboxRoute *route)
 {
-	return batch->topic;
+	return SameRoute(batch->topic, batch->subscription, route->topic,
+					 route->subscription);
+}
+
+/* The batch's subscription as text; NULL: the default one */
+static text *
+obx_subscription(RemoteBatch *batch)
+{
+	return batch->subscription ? cstring_to_text(batch->subscription) : NULL;
+}
+
+/* Fail message id of the batch: back off, or dead; false if the lease was lost */
+static bool
+obx_fail(RemoteBatch *batch, pg_uuid_t *id, const char *error, TimestampTz now,
+		 TimestampTz retry_at, bool dead)
+{
+	text	   *clipped = ClipErrorText(error, strlen(error));
+
+	if (batch->subscription != NULL)
+		return SubsFailAt(id, batch->owner, clipped, obx_subscription(batch), now,
+						  retry_at, dead);
+	return StoreFailAt(id, batch->owner, clipped, now, retry_at, dead);
+}
+
+/* Give back the leases of ids (a list of pg_uuid_t *), untried */
+static void
+obx_release(RemoteBatch *batch, List *ids)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(obx_uuid_array(ids));
+
+	if (batch->subscription != NULL)
+		(void) SubsRelease(arr, batch->owner, obx_subscription(batch),
+						   GetCurrentTimestamp());
+	else
+		(void) StoreRelease(arr, batch->owner);
 }
 
 /*
@@ -512,21 +551,21 @@ RemoteBatchFinish(RemoteBatch *batch, int64 *delivered, int64 *failed)
 	{
 		BatchFailure *f = (BatchFailure *) lfirst(lc);
 
-		if (StoreFailAt(f->id, batch->owner,
-						ClipErrorText(f->error, strlen(f->error)), now,
-						f->retry_at, f->dead))
+		if (obx_fail(batch, f->id, f->error, now, f->retry_at, f->dead))
 			(*failed)++;
 	}
 	if (batch->counts.last_call_at != 0)
 		StoreHttpCount(batch->topic, &batch->counts);
-	if (batch->done != NIL)
+	if (batch->done != NIL && batch->subscription != NULL)
+		*delivered += SubsCompleteMany(DatumGetArrayTypeP(obx_uuid_array(batch->done)),
+									   batch->owner, obx_subscription(batch));
+	else if (batch->done != NIL)
 		*delivered += StoreCompleteMany(DatumGetArrayTypeP(obx_uuid_array(batch->done)),
 										batch->owner, now);
 	if (batch->late != NIL)
-		StoreRelease(DatumGetArrayTypeP(obx_uuid_array(batch->late)),
-					 batch->owner);
+		obx_release(batch, batch->late);
 	if (batch->breaker_changed)
-		StoreRouteSetBreaker(batch->topic, batch->route_created_at,
+		StoreRouteSetBreaker(batch->topic, batch->subscription, batch->route_created_at,
 							 batch->consecutive_failures, batch->paused_until,
 							 batch->last_failure == NULL ? NULL :
 							 ClipErrorText(batch->last_failure,
@@ -558,11 +597,12 @@ obx_record_one(RemoteBatch *batch, pg_uuid_t *id, bool complete,
 
 		if (complete)
 		{
-			if (StoreComplete(id, batch->owner, now))
+			if (batch->subscription != NULL ?
+				SubsComplete(id, batch->owner, obx_subscription(batch)) :
+				StoreComplete(id, batch->owner, now))
 				(*delivered)++;
 		}
-		else if (StoreFail(id, batch->owner, ClipErrorText(error, strlen(error)),
-						   now))
+		else if (obx_fail(batch, id, error, now, 0, false))
 			(*failed)++;
 		ReleaseCurrentSubTransaction();
 		ok = true;
@@ -634,8 +674,7 @@ RemoteBatchAbandon(RemoteBatch *batch, const char *error, bool messages,
 		batch->late = lappend(batch->late,
 							  &((ClaimedMessage *) list_nth(batch->messages, i))->id);
 	if (batch->late != NIL)
-		StoreRelease(DatumGetArrayTypeP(obx_uuid_array(batch->late)),
-					 batch->owner);
+		obx_release(batch, batch->late);
 
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(batch->cxt);

@@ -86,9 +86,9 @@ DrainFlightContext(void)
 	return obx_flight_cxt;
 }
 
-/* Whether a batch of the route of topic is in flight. */
+/* Whether a batch of the route is in flight. */
 bool
-DrainFlying(const char *topic)
+DrainFlying(const OutboxRoute *route)
 {
 	ListCell   *lc;
 
@@ -96,7 +96,7 @@ DrainFlying(const char *topic)
 	{
 		Flight	   *f = (Flight *) lfirst(lc);
 
-		if (strcmp(RemoteBatchTopic(f->batch), topic) == 0)
+		if (RemoteBatchOfRoute(f->batch, route))
 			return true;
 	}
 	return false;

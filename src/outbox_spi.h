@@ -13,7 +13,7 @@
 
 #include "executor/spi.h"
 
-#define SAVED_STATEMENT_MAX_ARGS	11
+#define SAVED_STATEMENT_MAX_ARGS	12
 
 /*
  * Which scans the planner may use for a statement.  See outbox_spi.c for

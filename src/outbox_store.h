@@ -31,6 +31,8 @@ typedef struct ClaimRequest
 	int			lease_seconds;
 	int			max_attempts;
 	TimestampTz now;
+	bool		by_route;		/* a route's delivery: may claim its
+								 * subscription */
 } ClaimRequest;
 
 /*

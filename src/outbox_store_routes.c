@@ -38,12 +38,13 @@
  * $2 is the target, 'notify' or 'remote'; the columns of the other are
  * NULL.  A route set again starts with a closed breaker.
  */
-#define ROUTE_SET(role, role_value) \
+#define ROUTE_SET_ON(conflict, role, role_value) \
 	"INSERT INTO outbox.routes (topic, target, channel, server, command, created_by, created_at" \
 	role ") VALUES ($1, $2, $3, $4, $5, $6, $7" role_value ") " \
-	"ON CONFLICT (topic) DO UPDATE SET target = excluded.target, channel = excluded.channel," \
+	"ON CONFLICT (" conflict ") DO UPDATE SET target = excluded.target, channel = excluded.channel," \
 	" server = excluded.server, command = excluded.command," \
 	" created_by = excluded.created_by, created_at = excluded.created_at"
+#define ROUTE_SET(role, role_value) ROUTE_SET_ON("topic", role, role_value)
 #define ROUTE_SET_ARGS \
 	8, {TEXTOID, TEXTOID, TEXTOID, NAMEOID, TEXTOID, NAMEOID, TIMESTAMPTZOID, REGROLEOID}
 #define ROUTE_SET_BREAKER \
@@ -66,6 +67,18 @@ static SavedStatement stmt_route_set_v13 = {
 		TEXTOID, TEXTOID, TEXTOID}
 };
 
+/* 1.5: a route per topic and subscription ($12; NULL: the default one) */
+static SavedStatement stmt_route_set_v15 = {
+	ROUTE_SET_ON("topic, subscription",
+				 ", created_by_role, url, ca_file, secret_fingerprint, subscription",
+				 ", $8, $9, $10, $11, $12")
+	ROUTE_SET_BREAKER ", created_by_role = excluded.created_by_role, url = excluded.url,"
+	" ca_file = excluded.ca_file, secret_fingerprint = excluded.secret_fingerprint",
+	SPI_OK_INSERT,
+	12, {TEXTOID, TEXTOID, TEXTOID, NAMEOID, TEXTOID, NAMEOID, TIMESTAMPTZOID, REGROLEOID,
+		TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+};
+
 static SavedStatement stmt_route_set_v11 = {
 	ROUTE_SET("", "") ROUTE_SET_BREAKER,
 	SPI_OK_INSERT,
@@ -82,6 +95,13 @@ static SavedStatement stmt_route_delete = {
 	"DELETE FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1",
 	SPI_OK_DELETE,
 	1, {TEXTOID}
+};
+
+static SavedStatement stmt_route_delete_v15 = {
+	"DELETE FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1"
+	" AND subscription IS NOT DISTINCT FROM $2",
+	SPI_OK_DELETE,
+	2, {TEXTOID, TEXTOID}
 };
 
 /* Read whole and often: the planner may scan the small table as it likes */
@@ -102,6 +122,8 @@ static SavedStatement stmt_routed_topics = {
 	"SELECT topic, target, channel, server, command, created_by, created_at, " \
 	breaker ", " role " FROM outbox.routes " \
 	"WHERE $1 IS NULL OR topic OPERATOR(pg_catalog.=) $1 ORDER BY topic"
+#define ROUTE_LIST_ROLE \
+	"created_by_role::pg_catalog.oid, created_by_role IS NOT NULL"
 #define ROUTE_LIST_NO_ROLE	"NULL::pg_catalog.oid, false"
 
 static SavedStatement stmt_route_list = {
@@ -114,6 +136,13 @@ static SavedStatement stmt_route_list = {
 static SavedStatement stmt_route_list_v13 = {
 	ROUTE_LIST("paused_until, consecutive_failures",
 			   "created_by_role::pg_catalog.oid, created_by_role IS NOT NULL, url, ca_file"),
+	SPI_OK_SELECT,
+	1, {TEXTOID}
+};
+
+static SavedStatement stmt_route_list_v15 = {
+	ROUTE_LIST("paused_until, consecutive_failures",
+			   ROUTE_LIST_ROLE ", url, ca_file, subscription") ", subscription NULLS FIRST",
 	SPI_OK_SELECT,
 	1, {TEXTOID}
 };
@@ -144,6 +173,17 @@ static SavedStatement stmt_route_breaker = {
 	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID}
 };
 
+/* 1.5: the route of $1 and subscription $6 */
+static SavedStatement stmt_route_breaker_v15 = {
+	"UPDATE outbox.routes SET consecutive_failures = $3, paused_until = $4, last_failure = $5 "
+	"WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+	" SELECT r.ctid FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) $1"
+	" AND r.subscription IS NOT DISTINCT FROM $6"
+	" AND r.created_at OPERATOR(pg_catalog.=) $2 FOR UPDATE OF r SKIP LOCKED))",
+	SPI_OK_UPDATE,
+	6, {TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID}
+};
+
 /* Whether the message's topic is routed to a NOTIFY channel */
 static SavedStatement stmt_message_on_channel = {
 	"SELECT 1 FROM outbox.message m JOIN outbox.routes r"
@@ -156,8 +196,8 @@ static SavedStatement stmt_message_on_channel = {
 /* The arguments of stmt_route_set_v13, of which the others take the first 8 */
 typedef struct RouteArgs
 {
-	Datum		values[11];
-	char		nulls[11];
+	Datum		values[12];
+	char		nulls[12];
 	NameData	server;
 	NameData	creator;
 } RouteArgs;
@@ -166,8 +206,8 @@ static bool obx_routes_have_breaker(void);
 static bool obx_routes_have_role(void);
 static bool obx_routes_have_http(void);
 static SavedStatement *obx_route_set(void);
-static void obx_route_args(RouteArgs *a, text *topic, const char *target,
-						   Oid creator);
+static void obx_route_args(RouteArgs *a, text *topic, text *subscription,
+						   const char *target, Oid creator);
 
 /*
  * Whether outbox.routes has the breaker's columns (version 1.1 and later:
@@ -209,23 +249,41 @@ obx_routes_have_http(void)
 	return OidIsValid(routes) && get_attnum(routes, "url") != InvalidAttrNumber;
 }
 
+/*
+ * Whether outbox.routes has routes per subscription (version 1.5 and
+ * later).
+ */
+bool
+StoreRoutesPerSubscription(void)
+{
+	Oid			routes = get_relname_relid("routes",
+										   get_namespace_oid("outbox", false));
+
+	return OidIsValid(routes) &&
+		get_attnum(routes, "subscription") != InvalidAttrNumber;
+}
+
 /* The statement that sets a route, for the version of the tables */
 static SavedStatement *
 obx_route_set(void)
 {
 	if (!obx_routes_have_breaker())
 		return &stmt_route_set_v10;
+	if (StoreRoutesPerSubscription())
+		return &stmt_route_set_v15;
 	if (obx_routes_have_http())
 		return &stmt_route_set_v13;
 	return obx_routes_have_role() ? &stmt_route_set : &stmt_route_set_v11;
 }
 
 /*
- * Start the arguments of a route of topic to target made by creator, with
- * no channel, server or command.
+ * Start the arguments of a route of topic's subscription (NULL: the
+ * default one) to target made by creator, with no channel, server or
+ * command.
  */
 static void
-obx_route_args(RouteArgs *a, text *topic, const char *target, Oid creator)
+obx_route_args(RouteArgs *a, text *topic, text *subscription,
+			   const char *target, Oid creator)
 {
 	memset(a->nulls, ' ', sizeof(a->nulls));
 	a->values[0] = PointerGetDatum(topic);
@@ -238,28 +296,41 @@ obx_route_args(RouteArgs *a, text *topic, const char *target, Oid creator)
 	a->values[7] = ObjectIdGetDatum(creator);
 	a->values[8] = a->values[9] = a->values[10] = (Datum) 0;
 	a->nulls[8] = a->nulls[9] = a->nulls[10] = 'n';
+	a->values[11] = PointerGetDatum(subscription);
+	a->nulls[11] = subscription == NULL ? 'n' : ' ';
+	if (subscription != NULL && !StoreRoutesPerSubscription())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the outbox tables of this database have no routes per subscription yet"),
+				 errhint("Run ALTER EXTENSION krizaka_outbox UPDATE.")));
 }
 
-/* Create or replace the route of topic: pg_notify on channel. */
+/*
+ * Create or replace the route of topic's subscription (NULL: the default
+ * one): pg_notify on channel.
+ */
 void
-StoreRouteSetNotify(text *topic, text *channel, Oid creator)
+StoreRouteSetNotify(text *topic, text *subscription, text *channel, Oid creator)
 {
 	RouteArgs	a;
 
-	obx_route_args(&a, topic, "notify", creator);
+	obx_route_args(&a, topic, subscription, "notify", creator);
 	a.values[2] = PointerGetDatum(channel);
 	a.nulls[2] = ' ';
 	(void) SpiRun(obx_route_set(), a.values, a.nulls);
 }
 
-/* Create or replace the route of topic: command run on the foreign server. */
+/*
+ * Create or replace the route of topic's subscription (NULL: the default
+ * one): command run on the foreign server.
+ */
 void
-StoreRouteSetRemote(text *topic, const char *server, const char *command,
-					Oid creator)
+StoreRouteSetRemote(text *topic, text *subscription, const char *server,
+					const char *command, Oid creator)
 {
 	RouteArgs	a;
 
-	obx_route_args(&a, topic, "remote", creator);
+	obx_route_args(&a, topic, subscription, "remote", creator);
 	namestrcpy(&a.server, server);
 	a.values[3] = NameGetDatum(&a.server);
 	a.nulls[3] = ' ';
@@ -285,7 +356,7 @@ StoreRouteSetHttp(text *topic, const char *url, const char *ca_file,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the outbox tables of this database have no HTTP routes yet"),
 				 errhint("Run ALTER EXTENSION krizaka_outbox UPDATE.")));
-	obx_route_args(&a, topic, "http", creator);
+	obx_route_args(&a, topic, NULL, "http", creator);
 	a.values[8] = CStringGetTextDatum(url);
 	a.nulls[8] = ' ';
 	if (ca_file != NULL)
@@ -298,17 +369,24 @@ StoreRouteSetHttp(text *topic, const char *url, const char *ca_file,
 		a.values[10] = CStringGetTextDatum(fingerprint);
 		a.nulls[10] = ' ';
 	}
-	(void) SpiRun(&stmt_route_set_v13, a.values, a.nulls);
+	(void) SpiRun(obx_route_set(), a.values, a.nulls);
 }
 
-/* Remove the route of topic; false when there was none. */
+/*
+ * Remove the route of topic's subscription (NULL: the default one); false
+ * when there was none.
+ */
 bool
-StoreRouteDelete(text *topic)
+StoreRouteDelete(text *topic, text *subscription)
 {
-	Datum		args[1];
+	Datum		args[2];
+	char		nulls[2] = {' ', subscription == NULL ? 'n' : ' '};
 
 	args[0] = PointerGetDatum(topic);
-	return SpiRun(&stmt_route_delete, args, NULL) > 0;
+	args[1] = PointerGetDatum(subscription);
+	if (!StoreRoutesPerSubscription())
+		return subscription == NULL && SpiRun(&stmt_route_delete, args, NULL) > 0;
+	return SpiRun(&stmt_route_delete_v15, args, nulls) > 0;
 }
 
 /* The routes (of topic, or all when NULL), in topic order, as OutboxRoutes. */
@@ -327,6 +405,7 @@ StoreRouteList(text *topic)
 
 	SpiConnect();
 	n = SpiExecute(!obx_routes_have_breaker() ? &stmt_route_list_v10 :
+				   StoreRoutesPerSubscription() ? &stmt_route_list_v15 :
 				   obx_routes_have_http() ? &stmt_route_list_v13 :
 				   obx_routes_have_role() ? &stmt_route_list : &stmt_route_list_v11,
 				   args, nulls, true, 0);
@@ -361,6 +440,8 @@ StoreRouteList(text *topic)
 			r->url = SPI_getvalue(tup, desc, 12);
 			r->ca_file = SPI_getvalue(tup, desc, 13);
 		}
+		if (desc->natts >= 14)
+			r->subscription = SPI_getvalue(tup, desc, 14);
 		routes = lappend(routes, r);
 		MemoryContextSwitchTo(spi);
 	}
@@ -375,12 +456,12 @@ StoreRouteList(text *topic)
  * (1.0).
  */
 void
-StoreRouteSetBreaker(const char *topic, TimestampTz created_at,
-					 int consecutive_failures, TimestampTz paused_until,
-					 text *last_failure)
+StoreRouteSetBreaker(const char *topic, const char *subscription,
+					 TimestampTz created_at, int consecutive_failures,
+					 TimestampTz paused_until, text *last_failure)
 {
-	Datum		args[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	Datum		args[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
 	if (!obx_routes_have_breaker())
 		return;
@@ -391,7 +472,14 @@ StoreRouteSetBreaker(const char *topic, TimestampTz created_at,
 	nulls[3] = paused_until == DT_NOBEGIN ? 'n' : ' ';
 	args[4] = PointerGetDatum(last_failure);
 	nulls[4] = last_failure == NULL ? 'n' : ' ';
-	(void) SpiRun(&stmt_route_breaker, args, nulls);
+	if (!StoreRoutesPerSubscription())
+	{
+		(void) SpiRun(&stmt_route_breaker, args, nulls);
+		return;
+	}
+	args[5] = subscription ? CStringGetTextDatum(subscription) : (Datum) 0;
+	nulls[5] = subscription ? ' ' : 'n';
+	(void) SpiRun(&stmt_route_breaker_v15, args, nulls);
 }
 
 /*

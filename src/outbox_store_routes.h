@@ -19,6 +19,8 @@
 typedef struct OutboxRoute
 {
 	char	   *topic;
+	char	   *subscription;	/* the named subscription it delivers; NULL:
+								 * the topic's default one */
 	bool		remote;			/* remote command */
 	bool		http;			/* HTTP endpoint; neither: NOTIFY */
 	char	   *channel;
@@ -54,17 +56,19 @@ typedef struct HttpRouteCounts
 	TimestampTz last_call_at;	/* 0: no call */
 } HttpRouteCounts;
 
-extern void StoreRouteSetNotify(text *topic, text *channel, Oid creator);
-extern void StoreRouteSetRemote(text *topic, const char *server,
+extern bool StoreRoutesPerSubscription(void);
+extern void StoreRouteSetNotify(text *topic, text *subscription, text *channel,
+								Oid creator);
+extern void StoreRouteSetRemote(text *topic, text *subscription, const char *server,
 								const char *command, Oid creator);
 extern void StoreRouteSetHttp(text *topic, const char *url,
 							  const char *ca_file, const char *fingerprint,
 							  Oid creator);
-extern bool StoreRouteDelete(text *topic);
+extern bool StoreRouteDelete(text *topic, text *subscription);
 extern List *StoreRouteList(text *topic);
 extern Oid	StoreRouteCreator(const OutboxRoute *route);
-extern void StoreRouteSetBreaker(const char *topic, TimestampTz created_at,
-								 int consecutive_failures,
+extern void StoreRouteSetBreaker(const char *topic, const char *subscription,
+								 TimestampTz created_at, int consecutive_failures,
 								 TimestampTz paused_until, text *last_failure);
 extern List *StoreRoutedTopics(void);
 extern bool StoreMessageOnChannel(pg_uuid_t *id);

@@ -33,6 +33,7 @@
 #include "outbox_backoff.h"
 #include "outbox_spi.h"
 #include "outbox_stream.h"
+#include "outbox_store_routes.h"
 #include "outbox_subs.h"
 
 /*
@@ -72,6 +73,12 @@ static SavedStatement stmt_seq_next = {
 /* the default subscription of a topic, dropped and brought back */
 static SavedStatement stmt_default_routed = {
 	"SELECT 1 FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1",
+	SPI_OK_SELECT, 1, {TEXTOID}
+};
+
+/* 1.5: the route of the default subscription, not those of named ones */
+static SavedStatement stmt_default_routed_v15 = {
+	"SELECT 1 FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1 AND subscription IS NULL",
 	SPI_OK_SELECT, 1, {TEXTOID}
 };
 
@@ -146,6 +153,46 @@ static SavedStatement stmt_fail_update = {
 	" available_at = COALESCE($4, available_at), dead_at = $5"
 	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND seq OPERATOR(pg_catalog.=) $2",
 	SPI_OK_UPDATE, 5, {INT4OID, INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+};
+
+/* leases given back untried: due again at once, the attempt not counted */
+static SavedStatement stmt_release = {
+	"UPDATE outbox.subscription_state x SET leased_until = NULL, lease_owner = NULL,"
+	" available_at = $4, attempts = pg_catalog.int4larger(x.attempts OPERATOR(pg_catalog.-) 1, 0)"
+	" FROM outbox.subscription s"
+	" WHERE x.id OPERATOR(pg_catalog.=) ANY ($1) AND " SUBS_LEASE_HELD,
+	SPI_OK_UPDATE, 4, {UUIDARRAYOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+/*
+ * When something of subscription $2 of topic $1 is next due after $3: a
+ * state row that waits (a retry, a schedule, a lease that runs out), or
+ * now when the log has messages it has not read.
+ */
+static SavedStatement stmt_next_due = {
+	"SELECT LEAST("
+	" (SELECT pg_catalog.min(x.available_at) FROM outbox.subscription_state x"
+	"  WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL"
+	"  AND NOT x.blocked AND NOT x.hole AND x.leased_until IS NULL),"
+	" (SELECT pg_catalog.min(x.leased_until) FROM outbox.subscription_state x"
+	"  WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL"
+	"  AND x.leased_until IS NOT NULL AND x.leased_until OPERATOR(pg_catalog.>) $3),"
+	" (SELECT $3 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic"
+	"  AND m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f"
+	"   WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)"
+	"  LIMIT 1),"
+	" (SELECT $3 FROM outbox.subscription_state x"
+	"  WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.hole LIMIT 1))"
+	" FROM outbox.subscription s"
+	" WHERE s.topic OPERATOR(pg_catalog.=) $1 AND s.name OPERATOR(pg_catalog.=) $2",
+	SPI_OK_SELECT, 3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+/* a named subscription delivered by a route: $1 topic, $2 name */
+static SavedStatement stmt_routed = {
+	"SELECT 1 FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1"
+	" AND subscription OPERATOR(pg_catalog.=) $2",
+	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
 };
 
 static SavedStatement stmt_extend = {
@@ -348,6 +395,13 @@ SubsDrop(text *topic, text *name)
 	args[0] = PointerGetDatum(topic);
 	args[1] = PointerGetDatum(name);
 	SpiConnect();
+	if (StoreRoutesPerSubscription() &&
+		SpiExecute(&stmt_routed, args, NULL, false, 1) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("subscription \"%s\" of topic \"%s\" is delivered by a route",
+						text_to_cstring(name), text_to_cstring(topic)),
+				 errhint("Remove the route first with outbox.unroute(topic, subscription).")));
 	if (SpiExecute(&stmt_drop_find, args, NULL, false, 0) > 0)
 	{
 		bool		isnull;
@@ -423,6 +477,18 @@ SubsCompleteMany(ArrayType *ids, text *owner, text *name)
 bool
 SubsFail(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now)
 {
+	return SubsFailAt(id, owner, error, name, now, 0, false);
+}
+
+/*
+ * SubsFail, with the time of the next attempt given (retry_at; 0: the
+ * backoff's) or the message dead at once (dead), as StoreFailAt does for
+ * the default subscription.
+ */
+bool
+SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now,
+		   TimestampTz retry_at, bool dead)
+{
 	Datum		args[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	bool		isnull;
@@ -450,7 +516,7 @@ SubsFail(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now)
 
 	args[0] = sub;
 	args[2] = PointerGetDatum(error);
-	if (attempts >= outbox_max_attempts)
+	if (attempts >= outbox_max_attempts || dead)
 	{
 		nulls[3] = 'n';
 		args[4] = TimestampTzGetDatum(now);
@@ -459,8 +525,12 @@ SubsFail(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now)
 	{
 		int64		delay = BackoffDelaySeconds(attempts, outbox_backoff_seconds,
 												outbox_backoff_max_seconds);
+		TimestampTz next = now + delay * USECS_PER_SEC;
 
-		args[3] = TimestampTzGetDatum(now + delay * USECS_PER_SEC);
+		if (retry_at != 0)
+			next = Max(now, Min(retry_at, now +
+								(int64) outbox_backoff_max_seconds * USECS_PER_SEC));
+		args[3] = TimestampTzGetDatum(next);
 		nulls[4] = 'n';
 	}
 	(void) SpiExecute(&stmt_fail_update, args, nulls, false, 0);
@@ -489,6 +559,41 @@ SubsExtend(pg_uuid_t *id, text *owner, int lease_seconds, text *name,
 	args[2] = PointerGetDatum(owner);
 	args[3] = TimestampTzGetDatum(now + (int64) lease_seconds * USECS_PER_SEC);
 	return SpiRun(&stmt_extend, args, NULL) > 0;
+}
+
+/*
+ * Give back the leases owner holds in subscription name on ids (a uuid[])
+ * without counting the attempt: due again at once.  Returns how many.
+ */
+int64
+SubsRelease(ArrayType *ids, text *owner, text *name, TimestampTz now)
+{
+	Datum		args[4];
+
+	args[0] = PointerGetDatum(ids);
+	args[1] = PointerGetDatum(name);
+	args[2] = PointerGetDatum(owner);
+	args[3] = TimestampTzGetDatum(now);
+	return (int64) SpiRun(&stmt_release, args, NULL);
+}
+
+/*
+ * When something of subscription name of topic is next due (now at the
+ * earliest; DT_NOEND: nothing), for the worker's wait.
+ */
+TimestampTz
+SubsNextDue(text *topic, text *name, TimestampTz now)
+{
+	Datum		args[3];
+	Datum		next;
+	bool		isnull;
+
+	args[0] = PointerGetDatum(topic);
+	args[1] = PointerGetDatum(name);
+	args[2] = TimestampTzGetDatum(now);
+	if (!SpiRunFirstRow(&stmt_next_due, args, NULL, &next, &isnull, 1) || isnull)
+		return DT_NOEND;
+	return Max(now, DatumGetTimestampTz(next));
 }
 
 /*
@@ -602,7 +707,8 @@ SubsDropDefault(text *topic, TimestampTz now)
 	args[0] = PointerGetDatum(topic);
 	args[1] = TimestampTzGetDatum(now);
 	SpiConnect();
-	if (SpiExecute(&stmt_default_routed, args, NULL, true, 1) > 0)
+	if (SpiExecute(StoreRoutesPerSubscription() ? &stmt_default_routed_v15 :
+				   &stmt_default_routed, args, NULL, true, 1) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot drop the default subscription of topic \"%s\": the topic has a route",

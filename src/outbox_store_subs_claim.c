@@ -38,11 +38,13 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
 #include "outbox.h"
 #include "outbox_spi.h"
+#include "outbox_store_routes.h"
 #include "outbox_stream.h"
 #include "outbox_subs.h"
 
@@ -62,8 +64,18 @@
 #define SUBS_MAX_HOLES		1000
 
 static SavedStatement stmt_find = {
-	"SELECT sub_id, paused_until, expired_at FROM outbox.subscription"
+	"SELECT sub_id, paused_until, expired_at, false FROM outbox.subscription"
 	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
+};
+
+/* 1.5: and whether a route delivers it */
+static SavedStatement stmt_find_v15 = {
+	"SELECT s.sub_id, s.paused_until, s.expired_at, EXISTS (SELECT 1 FROM outbox.routes r"
+	"  WHERE r.topic OPERATOR(pg_catalog.=) s.topic"
+	"  AND r.subscription OPERATOR(pg_catalog.=) s.name)"
+	" FROM outbox.subscription s"
+	" WHERE s.topic OPERATOR(pg_catalog.=) $1 AND s.name OPERATOR(pg_catalog.=) $2",
 	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
 };
 
@@ -218,14 +230,40 @@ static SavedStatement stmt_holes_done = {
 	{INT4OID, TEXTOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID}
 };
 
-/* Where the rows of a claim go: the row type of outbox.message */
+/*
+ * Where the rows of a claim go: a tuplestore of the row type of
+ * outbox.message, or (messages) a list of ClaimedMessages in cxt.
+ */
 typedef struct SubsSink
 {
 	TupleDesc	tupdesc;
 	Tuplestorestate *store;
+	List	  **messages;
+	MemoryContext cxt;
 	Datum		values[OUTBOX_MESSAGE_MAX_COLS];
 	bool		nulls[OUTBOX_MESSAGE_MAX_COLS];
 } SubsSink;
+
+/* The row of SPI_tuptable i as a ClaimedMessage in sink's context */
+static void
+obx_sink_message(SubsSink *sink, HeapTuple row, TupleDesc desc)
+{
+	MemoryContext spi = MemoryContextSwitchTo(sink->cxt);
+	ClaimedMessage *m = palloc(sizeof(ClaimedMessage));
+	bool		isnull;
+	Datum		until;
+
+	memcpy(&m->id, DatumGetUUIDP(SPI_getbinval(row, desc, 1, &isnull)), sizeof(pg_uuid_t));
+	m->topic = DatumGetTextPCopy(SPI_getbinval(row, desc, 2, &isnull));
+	m->event_type = DatumGetTextPCopy(SPI_getbinval(row, desc, 3, &isnull));
+	m->payload = datumCopy(SPI_getbinval(row, desc, 4, &isnull), false, -1);
+	m->created_at = DatumGetTimestampTz(SPI_getbinval(row, desc, 5, &isnull));
+	m->attempts = DatumGetInt32(SPI_getbinval(row, desc, 7, &isnull));
+	until = SPI_getbinval(row, desc, 8, &isnull);
+	m->leased_until = isnull ? DT_NOBEGIN : DatumGetTimestampTz(until);
+	*sink->messages = lappend(*sink->messages, m);
+	MemoryContextSwitchTo(spi);
+}
 
 /*
  * Put the leased rows of SPI_tuptable into the sink, the columns in order
@@ -250,6 +288,12 @@ obx_sink(SubsSink *sink, int64 *last)
 		(void) SPI_getbinval(row, tt->tupdesc, SUBS_COL_OWNER, &isnull);
 		if (isnull)
 			continue;
+		n++;
+		if (sink->messages != NULL)
+		{
+			obx_sink_message(sink, row, tt->tupdesc);
+			continue;
+		}
 		for (att = 0; att < sink->tupdesc->natts; att++)
 		{
 			if (TupleDescAttr(sink->tupdesc, att)->attisdropped || col > SUBS_CLAIM_COLS)
@@ -262,7 +306,6 @@ obx_sink(SubsSink *sink, int64 *last)
 			col++;
 		}
 		tuplestore_putvalues(sink->store, sink->tupdesc, sink->values, sink->nulls);
-		n++;
 	}
 	return n;
 }
@@ -517,14 +560,12 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 
 /*
  * Lease up to req->batch_size messages of subscription name of req->topic
- * into store, whose descriptor is the row type of outbox.message.  Returns
- * the number leased.
+ * into sink->  Returns the number leased.  A subscription that a route
+ * delivers is claimed only by its route's deliveries (req->by_route).
  */
-int
-SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
-					  Tuplestorestate *store)
+static int
+obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 {
-	SubsSink	sink;
 	Datum		args[8];
 	Datum		sub;
 	bool		isnull;
@@ -535,16 +576,11 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 	TimestampTz lease_end = req->now + (int64) req->lease_seconds * USECS_PER_SEC;
 	int			got;
 
-	if (tupdesc->natts > OUTBOX_MESSAGE_MAX_COLS)
-		elog(ERROR, "outbox.message has an unexpected shape (%d columns)",
-			 tupdesc->natts);
-	sink.tupdesc = tupdesc;
-	sink.store = store;
-
 	SpiConnect();
 	args[0] = PointerGetDatum(req->topic);
 	args[1] = PointerGetDatum(name);
-	if (SpiExecute(&stmt_find, args, NULL, false, 1) == 0)
+	if (SpiExecute(StoreRoutesPerSubscription() ? &stmt_find_v15 : &stmt_find,
+				   args, NULL, false, 1) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("subscription \"%s\" of topic \"%s\" does not exist",
@@ -562,6 +598,15 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 						text_to_cstring(name), text_to_cstring(req->topic)),
 				 errdetail("It lagged more than outbox.subscription_max_lag, and purge may have deleted messages it had not read."),
 				 errhint("Drop it with outbox.unsubscribe and subscribe again.")));
+	if (!req->by_route &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4,
+								   &isnull)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("subscription \"%s\" of topic \"%s\" is delivered by a route",
+						text_to_cstring(name), text_to_cstring(req->topic)),
+				 errdetail("A route's subscription is claimed only by its deliveries."),
+				 errhint("Claim another subscription, or remove the route with outbox.unroute(topic, subscription).")));
 	if (!paused_null && paused > req->now)
 	{
 		SpiFinish();
@@ -587,19 +632,19 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 		args[7] = TimestampTzGetDatum(low);
 		obx_dead_mark(sub, req, low);
 		(void) SpiExecute(&stmt_claim_expired, args, NULL, false, 0);
-		got = obx_sink(&sink, &last);
+		got = obx_sink(sink, &last);
 	}
 	if (got < req->batch_size)
 	{
 		args[2] = Int32GetDatum(req->batch_size - got);
 		(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
-		got += obx_sink(&sink, &last);
+		got += obx_sink(sink, &last);
 	}
 	if (got < req->batch_size)
 	{
 		bool		waited;
 
-		got += obx_claim_fresh(sub, req, lease_end, req->batch_size - got, &sink,
+		got += obx_claim_fresh(sub, req, lease_end, req->batch_size - got, sink,
 							   &waited);
 
 		/*
@@ -610,9 +655,45 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 		{
 			args[2] = Int32GetDatum(req->batch_size - got);
 			(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
-			got += obx_sink(&sink, &last);
+			got += obx_sink(sink, &last);
 		}
 	}
 	SpiFinish();
 	return got;
+}
+
+/*
+ * Lease up to req->batch_size messages of subscription name of req->topic
+ * into store, whose descriptor is the row type of outbox.message.  Returns
+ * the number leased.
+ */
+int
+SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
+					  Tuplestorestate *store)
+{
+	SubsSink	sink;
+
+	if (tupdesc->natts > OUTBOX_MESSAGE_MAX_COLS)
+		elog(ERROR, "outbox.message has an unexpected shape (%d columns)",
+			 tupdesc->natts);
+	sink.tupdesc = tupdesc;
+	sink.store = store;
+	sink.messages = NULL;
+	return obx_subs_claim(req, name, &sink);
+}
+
+/*
+ * The same, into *messages: ClaimedMessages in position order, in the
+ * current memory context (for delivery by a route).
+ */
+int
+SubsClaimMessages(const ClaimRequest *req, text *name, List **messages)
+{
+	SubsSink	sink;
+
+	sink.tupdesc = NULL;
+	sink.store = NULL;
+	sink.messages = messages;
+	sink.cxt = CurrentMemoryContext;
+	return obx_subs_claim(req, name, &sink);
 }

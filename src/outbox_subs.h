@@ -45,6 +45,10 @@ extern bool SubsComplete(pg_uuid_t *id, text *owner, text *name);
 extern int64 SubsCompleteMany(ArrayType *ids, text *owner, text *name);
 extern bool SubsFail(pg_uuid_t *id, text *owner, text *error, text *name,
 					 TimestampTz now);
+extern bool SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name,
+					   TimestampTz now, TimestampTz retry_at, bool dead);
+extern int64 SubsRelease(ArrayType *ids, text *owner, text *name, TimestampTz now);
+extern TimestampTz SubsNextDue(text *topic, text *name, TimestampTz now);
 extern bool SubsExtend(pg_uuid_t *id, text *owner, int lease_seconds,
 					   text *name, TimestampTz now);
 extern bool SubsRetryDead(pg_uuid_t *id, text *name, TimestampTz now);
@@ -104,6 +108,7 @@ extern void SubsWaitClaims(int32 sub);
 /* claiming (outbox_store_subs_claim.c) */
 extern int	SubsClaimToTuplestore(const ClaimRequest *req, text *name,
 								  TupleDesc tupdesc, Tuplestorestate *store);
+extern int	SubsClaimMessages(const ClaimRequest *req, text *name, List **messages);
 
 /* the key heads to hand out again after messages left their key (outbox_store_subs.c) */
 extern void SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys);

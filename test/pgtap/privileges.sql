@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(308);
+SELECT plan(330);
 
 --
 -- nothing for PUBLIC: not the schema, not the tables, not one function
@@ -63,6 +63,10 @@ GRANT EXECUTE ON FUNCTION outbox.route_notify(text, text),
                           outbox.route_remote(text, name, text),
                           outbox.check_route(text),
                           outbox.unroute(text),
+                          outbox.route_notify(text, text, text),
+                          outbox.route_remote(text, name, text, text),
+                          outbox.check_route(text, text),
+                          outbox.unroute(text, text),
                           outbox.retry_dead(uuid, text),
                           outbox.retry_dead_topic(text, text),
                           outbox.purge(interval, bigint),
@@ -116,6 +120,10 @@ INSERT INTO recipe VALUES
     ('route_remote', '{text,name,text}', 'outbox_test_operator'),
     ('check_route', '{text}', 'outbox_test_operator'),
     ('unroute', '{text}', 'outbox_test_operator'),
+    ('route_notify', '{text,text,text}', 'outbox_test_operator'),
+    ('route_remote', '{text,name,text,text}', 'outbox_test_operator'),
+    ('check_route', '{text,text}', 'outbox_test_operator'),
+    ('unroute', '{text,text}', 'outbox_test_operator'),
     ('retry_dead', '{uuid,text}', 'outbox_test_operator'),
     ('retry_dead_topic', '{text,text}', 'outbox_test_operator'),
     ('purge', '{interval,bigint}', 'outbox_test_operator'),
@@ -262,7 +270,9 @@ SELECT is(pg_temp.as_role('outbox_test_operator', v.stmt), 'ok', 'operator: ' ||
                ('read outbox.topic_stats', $$SELECT count(*) FROM outbox.topic_stats$$),
                ('check_route', $$SELECT * FROM outbox.check_route('ops')$$),
                ('drain_once', $$SELECT outbox.drain_once('ops')$$),
-               ('unroute', $$SELECT outbox.unroute('ops_remote')$$)) AS v(what, stmt);
+               ('unroute', $$SELECT outbox.unroute('ops_remote')$$),
+               ('route_notify for a subscription', $$SELECT outbox.route_notify('ops', 'ops_dash', 'dashboard')$$),
+               ('unroute a subscription', $$SELECT outbox.unroute('ops', 'dashboard')$$)) AS v(what, stmt);
 SELECT results_eq($$SELECT topic, target, created_by FROM outbox.routes ORDER BY topic$$,
                   $$VALUES ('ops'::text, 'notify'::text, 'outbox_test_operator'::name)$$,
                   'the operator''s routes are its own, and the one it removed is gone');

@@ -210,22 +210,26 @@ SELECT results_eq(
              ('created_by_role', 'regrole', false, NULL),
              ('url', 'text', false, NULL),
              ('ca_file', 'text', false, NULL),
-             ('secret_fingerprint', 'text', false, NULL)$$,
+             ('secret_fingerprint', 'text', false, NULL),
+             ('subscription', 'text', false, NULL)$$,
     'outbox.routes: columns in order, with types, NOT NULL and defaults');
 SELECT columns_are('outbox', 'routes', ARRAY['topic', 'target', 'channel', 'server', 'command', 'created_by', 'created_at',
                                              'paused_until', 'consecutive_failures', 'last_failure',
-                                             'created_by_role', 'url', 'ca_file', 'secret_fingerprint'],
-                   'outbox.routes has exactly its fourteen columns');
-SELECT col_is_pk('outbox', 'routes', 'topic', 'outbox.routes: primary key (topic)');
-SELECT index_is_primary('outbox', 'routes', 'routes_pkey', 'routes_pkey is the primary key of outbox.routes');
-SELECT indexes_are('outbox', 'routes', ARRAY['routes_pkey'], 'outbox.routes has exactly its primary key index');
-SELECT is(pg_get_indexdef('outbox.routes_pkey'::regclass),
-          'CREATE UNIQUE INDEX routes_pkey ON outbox.routes USING btree (topic)',
-          'routes_pkey definition');
+                                             'created_by_role', 'url', 'ca_file', 'secret_fingerprint',
+                                             'subscription'],
+                   'outbox.routes has exactly its fifteen columns');
+SELECT hasnt_pk('outbox', 'routes', 'outbox.routes: no primary key (subscription is NULL for the default subscription)');
+SELECT is((SELECT relreplident::text FROM pg_class WHERE oid = 'outbox.routes'::regclass), 'f',
+          'outbox.routes: logical replication identifies a route by all of its columns');
+SELECT indexes_are('outbox', 'routes', ARRAY['routes_topic_subscription_key'],
+                   'outbox.routes has exactly its unique index on (topic, subscription)');
+SELECT is(pg_get_indexdef('outbox.routes_topic_subscription_key'::regclass),
+          'CREATE UNIQUE INDEX routes_topic_subscription_key ON outbox.routes USING btree (topic, subscription) NULLS NOT DISTINCT',
+          'routes_topic_subscription_key definition: one route per topic and subscription, NULL (the default one) included');
 SELECT results_eq($$SELECT conname::text COLLATE "default", contype::text COLLATE "default" FROM pg_constraint
                      WHERE conrelid = 'outbox.routes'::regclass AND contype <> 'n' ORDER BY conname$$,
-                  $$VALUES ('routes_pkey', 'p'), ('routes_target_check', 'c')$$,
-                  'outbox.routes: the primary key and the check of the target, no other constraint');
+                  $$VALUES ('routes_target_check', 'c'), ('routes_topic_subscription_key', 'u')$$,
+                  'outbox.routes: the unique key and the check of the target, no other constraint');
 SELECT is_empty($$SELECT tgname FROM pg_trigger WHERE tgrelid = 'outbox.routes'::regclass$$,
                 'outbox.routes has no triggers');
 

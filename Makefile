@@ -44,7 +44,9 @@ OBJS = \
 	src/outbox_store_routes.o \
 	src/outbox_store_subs.o \
 	src/outbox_store_subs_claim.o \
+	src/outbox_subs_across.o \
 	src/outbox_subs_frontier.o \
+	src/outbox_subs_manage.o \
 	src/outbox_subs_scan.o \
 	src/outbox_stream.o \
 	src/outbox_uuid.o \

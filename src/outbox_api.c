@@ -174,6 +174,7 @@ obx_claim_request(FunctionCallInfo fcinfo, int argno, ClaimRequest *req)
 										   PG_ARGISNULL(argno + 3));
 	req->max_attempts = outbox_max_attempts;
 	req->by_route = false;
+	req->across = false;
 }
 
 /*
@@ -195,7 +196,9 @@ outbox_claim(PG_FUNCTION_ARGS)
 	else
 		CheckDefaultClaim(req.topic);
 	InitMaterializedSRF(fcinfo, 0);
-	if (sub != NULL)
+	if (sub != NULL && req.topic == NULL)
+		SubsClaimAcross(&req, sub, rsinfo->setDesc, rsinfo->setResult);
+	else if (sub != NULL)
 		SubsClaimToTuplestore(&req, sub, rsinfo->setDesc, rsinfo->setResult);
 	else
 		StoreClaimToTuplestore(&req, rsinfo->setDesc, rsinfo->setResult);
@@ -267,7 +270,10 @@ outbox_complete_and_claim(PG_FUNCTION_ARGS)
 	{
 		if (n > 0)
 			(void) SubsCompleteMany(ids, req.owner, sub);
-		SubsClaimToTuplestore(&req, sub, rsinfo->setDesc, rsinfo->setResult);
+		if (req.topic == NULL)
+			SubsClaimAcross(&req, sub, rsinfo->setDesc, rsinfo->setResult);
+		else
+			SubsClaimToTuplestore(&req, sub, rsinfo->setDesc, rsinfo->setResult);
 		PG_RETURN_NULL();
 	}
 	if (n > 0)

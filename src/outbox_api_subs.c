@@ -41,20 +41,14 @@ CheckSubscription(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * May a claim of subscription name of topic run here?  It names its topic,
- * runs in READ COMMITTED (a claim reads the log as of now, not as of the
- * transaction's start), and needs the horizon of appends in progress,
- * which only a preloaded library keeps.
+ * May a claim of subscription name of topic (NULL: of every topic) run
+ * here?  It runs in READ COMMITTED (a claim reads the log as of now, not
+ * as of the transaction's start), and needs the horizon of appends in
+ * progress, which only a preloaded library keeps.
  */
 void
 CheckSubscriptionClaim(text *topic, text *name)
 {
-	if (topic == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("a claim of subscription \"%s\" must name its topic",
-						text_to_cstring(name)),
-				 errhint("Pass the topic: subscriptions are per topic.")));
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -43,6 +43,7 @@ DrainClaimRequest(DrainState *st, OutboxRoute *route, int size,
 	req->max_attempts = outbox_max_attempts;
 	req->now = GetCurrentTimestamp();
 	req->by_route = true;
+	req->across = false;
 
 	/* a named subscription's claims need what its pull claims need */
 	if (route->subscription != NULL)

@@ -33,6 +33,9 @@ typedef struct ClaimRequest
 	TimestampTz now;
 	bool		by_route;		/* a route's delivery: may claim its
 								 * subscription */
+	bool		across;			/* part of a claim across topics: a named
+								 * subscription that is gone, expired or
+								 * routed meanwhile yields nothing */
 } ClaimRequest;
 
 /*

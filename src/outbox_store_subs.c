@@ -1,11 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_store_subs.c
- *		The statements on outbox.subscription and on the state of what a
- *		named subscription has read (outbox.subscription_state), but the
- *		claim (outbox_store_subs_claim.c): subscribe, unsubscribe, pause,
- *		complete, fail, extend, retry_dead, and handing out the next
- *		message of an ordering key.
+ *		What becomes of what a named subscription has read
+ *		(outbox.subscription_state) after its claim (outbox_store_subs_claim.c):
+ *		complete, fail, extend, release, retry_dead, purge of its dead
+ *		messages, when a route's subscription is next due, and handing out
+ *		the next message of an ordering key.  Managing subscriptions is in
+ *		outbox_subs_manage.c.
  *
  * A state row exists while the subscription is not done with its message;
  * completion deletes it.  Of the rows of one ordering key the first (in
@@ -46,89 +47,6 @@
 #define SUBS_LEASE_HELD \
 	"s.sub_id OPERATOR(pg_catalog.=) x.sub_id AND s.name OPERATOR(pg_catalog.=) $2" \
 	" AND x.lease_owner OPERATOR(pg_catalog.=) $3 AND x.dead_at IS NULL"
-
-static SavedStatement stmt_create = {
-	"WITH s AS (INSERT INTO outbox.subscription (topic, name, start_seq, created_at)"
-	"  VALUES ($1, $2, $3, $4) ON CONFLICT (topic, name) DO NOTHING"
-	"  RETURNING sub_id, start_seq)"
-	" INSERT INTO outbox.subscription_frontier (sub_id, next_seq)"
-	" SELECT sub_id, start_seq FROM s",
-	SPI_OK_INSERT, 4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}, OBX_SCANS_ANY
-};
-
-/* the first position of the messages kept that were created at or after $2 */
-static SavedStatement stmt_since = {
-	"SELECT pg_catalog.min(seq) FROM outbox.message"
-	" WHERE topic OPERATOR(pg_catalog.=) $1 AND created_at OPERATOR(pg_catalog.>=) $2",
-	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX
-};
-
-/* the next position the sequence gives, without taking it */
-static SavedStatement stmt_seq_next = {
-	"SELECT CASE WHEN is_called THEN last_value OPERATOR(pg_catalog.+) 1"
-	" ELSE last_value END FROM outbox.message_seq",
-	SPI_OK_SELECT, 0, {InvalidOid}, OBX_SCANS_ANY
-};
-
-/* the default subscription of a topic, dropped and brought back */
-static SavedStatement stmt_default_routed = {
-	"SELECT 1 FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1",
-	SPI_OK_SELECT, 1, {TEXTOID}
-};
-
-/* 1.5: the route of the default subscription, not those of named ones */
-static SavedStatement stmt_default_routed_v15 = {
-	"SELECT 1 FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1 AND subscription IS NULL",
-	SPI_OK_SELECT, 1, {TEXTOID}
-};
-
-static SavedStatement stmt_default_drop = {
-	"INSERT INTO outbox.subscription (topic, name, start_seq, created_at)"
-	" VALUES ($1, NULL, 0, $2) ON CONFLICT (topic, name) DO NOTHING",
-	SPI_OK_INSERT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_ANY
-};
-
-static SavedStatement stmt_default_restore = {
-	"DELETE FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL",
-	SPI_OK_DELETE, 1, {TEXTOID}
-};
-
-static SavedStatement stmt_default_dropped = {
-	"SELECT 1 FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL",
-	SPI_OK_SELECT, 1, {TEXTOID}
-};
-
-static SavedStatement stmt_default_dropped_any = {
-	"SELECT 1 FROM outbox.subscription WHERE name IS NULL",
-	SPI_OK_SELECT, 0, {InvalidOid}, OBX_SCANS_ANY
-};
-
-static SavedStatement stmt_drop_find = {
-	"SELECT sub_id FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1"
-	" AND name OPERATOR(pg_catalog.=) $2",
-	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
-};
-
-static SavedStatement stmt_drop = {
-	"DELETE FROM outbox.subscription WHERE sub_id OPERATOR(pg_catalog.=) $1",
-	SPI_OK_DELETE, 1, {INT4OID}
-};
-
-static SavedStatement stmt_drop_state = {
-	"DELETE FROM outbox.subscription_state WHERE sub_id OPERATOR(pg_catalog.=) $1",
-	SPI_OK_DELETE, 1, {INT4OID}
-};
-
-static SavedStatement stmt_drop_frontier = {
-	"DELETE FROM outbox.subscription_frontier WHERE sub_id OPERATOR(pg_catalog.=) $1",
-	SPI_OK_DELETE, 1, {INT4OID}
-};
-
-static SavedStatement stmt_pause = {
-	"UPDATE outbox.subscription SET paused_until = $3"
-	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
-	SPI_OK_UPDATE, 3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
-};
 
 #define COMPLETE(which, type) { \
 	"DELETE FROM outbox.subscription_state x USING outbox.subscription s" \
@@ -186,13 +104,6 @@ static SavedStatement stmt_next_due = {
 	" FROM outbox.subscription s"
 	" WHERE s.topic OPERATOR(pg_catalog.=) $1 AND s.name OPERATOR(pg_catalog.=) $2",
 	SPI_OK_SELECT, 3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
-};
-
-/* a named subscription delivered by a route: $1 topic, $2 name */
-static SavedStatement stmt_routed = {
-	"SELECT 1 FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1"
-	" AND subscription OPERATOR(pg_catalog.=) $2",
-	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
 };
 
 static SavedStatement stmt_extend = {
@@ -253,33 +164,11 @@ static SavedStatement stmt_promote = {
 	SPI_OK_UPDATE, 2, {INT4ARRAYOID, TEXTARRAYOID}
 };
 
-/*
- * The subscriptions whose oldest pending message (the first unread one, or
- * the first of its state rows not dead) was created before $2 expire at $1.
- */
-static SavedStatement stmt_expire = {
-	"UPDATE outbox.subscription s SET expired_at = $1"
-	" WHERE s.expired_at IS NULL AND s.name IS NOT NULL AND EXISTS ("
-	"  SELECT 1 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic"
-	"  AND m.seq OPERATOR(pg_catalog.=) LEAST("
-	"   (SELECT pg_catalog.min(x.seq) FROM outbox.subscription_state x"
-	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL),"
-	"   (SELECT pg_catalog.min(u.seq) FROM outbox.message u"
-	"    WHERE u.topic OPERATOR(pg_catalog.=) s.topic"
-	"    AND u.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f"
-	"     WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)))"
-	"  AND m.created_at OPERATOR(pg_catalog.<) $2)"
-	" RETURNING s.topic, s.name",
-	SPI_OK_UPDATE_RETURNING, 2, {TIMESTAMPTZOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP
-};
-
 static SavedStatement stmt_purge_dead = {
 	"DELETE FROM outbox.subscription_state"
 	" WHERE dead_at OPERATOR(pg_catalog.<) $1 AND dead_at IS NOT NULL",
 	SPI_OK_DELETE, 1, {TIMESTAMPTZOID}
 };
-
-static void obx_dropped_changed(void);
 
 /* Are the tables of 1.4 there (outbox.subscription)? */
 bool
@@ -338,105 +227,6 @@ SubsPromoteReturned(int subcol, int keycol)
 		nkeys++;
 	}
 	SubsPromoteKeys(nkeys, subs, keys);
-}
-
-/*
- * Subscribe name to topic, reading from the messages kept created at or
- * after since, or (!since_given) from the appends that take a position
- * from now on.  False when the subscription exists.
- */
-bool
-SubsCreate(text *topic, text *name, bool since_given, TimestampTz since,
-		   TimestampTz now)
-{
-	Datum		args[4];
-	int64		start = 0;
-	bool		found = false;
-	bool		isnull;
-	bool		created;
-
-	SpiConnect();
-	if (since_given)
-	{
-		args[0] = PointerGetDatum(topic);
-		args[1] = TimestampTzGetDatum(since);
-		(void) SpiExecute(&stmt_since, args, NULL, true, 1);
-		start = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											SPI_tuptable->tupdesc, 1, &isnull));
-		found = !isnull;
-	}
-	if (!found && StreamAvailable() && GapAvailable())
-	{
-		/* the appends whose rows are not in yet; not those in progress */
-		start = GapHorizon();
-	}
-	else if (!found)
-	{
-		(void) SpiExecute(&stmt_seq_next, NULL, NULL, true, 1);
-		start = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											SPI_tuptable->tupdesc, 1, &isnull));
-	}
-	args[0] = PointerGetDatum(topic);
-	args[1] = PointerGetDatum(name);
-	args[2] = Int64GetDatum(start);
-	args[3] = TimestampTzGetDatum(now);
-	created = SpiExecute(&stmt_create, args, NULL, false, 0) > 0;
-	SpiFinish();
-	return created;
-}
-
-/* Drop a subscription and its state.  False when there was none. */
-bool
-SubsDrop(text *topic, text *name)
-{
-	Datum		args[2];
-	bool		dropped = false;
-
-	args[0] = PointerGetDatum(topic);
-	args[1] = PointerGetDatum(name);
-	SpiConnect();
-	if (StoreRoutesPerSubscription() &&
-		SpiExecute(&stmt_routed, args, NULL, false, 1) > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("subscription \"%s\" of topic \"%s\" is delivered by a route",
-						text_to_cstring(name), text_to_cstring(topic)),
-				 errhint("Remove the route first with outbox.unroute(topic, subscription).")));
-	if (SpiExecute(&stmt_drop_find, args, NULL, false, 0) > 0)
-	{
-		bool		isnull;
-
-		args[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-								&isnull);
-
-		/*
-		 * Under the subscription's lock, once the claims that read the log
-		 * before have ended: no state row of theirs is left behind.
-		 */
-		(void) SubsLock(DatumGetInt32(args[0]));
-		SubsWaitClaims(DatumGetInt32(args[0]));
-		if (SpiExecute(&stmt_drop, args, NULL, false, 0) > 0)
-		{
-			(void) SpiExecute(&stmt_drop_state, args, NULL, false, 0);
-			(void) SpiExecute(&stmt_drop_frontier, args, NULL, false, 0);
-			dropped = true;
-		}
-	}
-	SpiFinish();
-	return dropped;
-}
-
-/* Pause a subscription until until, or (!pause) resume it. */
-bool
-SubsPause(text *topic, text *name, bool pause, TimestampTz until)
-{
-	Datum		args[3];
-	char		nulls[3] = {' ', ' ', pause ? ' ' : 'n'};
-
-	args[0] = PointerGetDatum(topic);
-	args[1] = PointerGetDatum(name);
-	args[2] = TimestampTzGetDatum(until);
-	return SpiRun(&stmt_pause, args, nulls) > 0;
 }
 
 /* complete and complete_many: the rows go, the keys they held move on */
@@ -664,145 +454,4 @@ SubsPurgeDead(TimestampTz horizon)
 
 	args[0] = TimestampTzGetDatum(horizon);
 	(void) SpiExecute(&stmt_purge_dead, args, NULL, false, 0);
-}
-
-/*
- * With outbox.subscription_max_lag set: expire the subscriptions that lag
- * more, so that they hold no message back, and say so in the log.  Runs
- * inside the caller's SPI connection.
- */
-void
-SubsExpire(TimestampTz now)
-{
-	Datum		args[2];
-	uint64		i;
-
-	if (outbox_subscription_max_lag <= 0)
-		return;
-	args[0] = TimestampTzGetDatum(now);
-	args[1] = TimestampTzGetDatum(now - (int64) outbox_subscription_max_lag * USECS_PER_SEC);
-	(void) SpiExecute(&stmt_expire, args, NULL, false, 0);
-	for (i = 0; i < SPI_processed; i++)
-		ereport(WARNING,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("subscription \"%s\" of topic \"%s\" expired",
-						SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2),
-						SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)),
-				 errdetail("Its oldest pending message is older than outbox.subscription_max_lag (%d s): it holds no message back from purge any more, and its claims are refused.",
-						   outbox_subscription_max_lag),
-				 errhint("Drop it with outbox.unsubscribe and subscribe again.")));
-}
-
-/*
- * Drop the default subscription of topic: purge no longer waits for it,
- * and its claims are refused.  A routed topic keeps it: routes deliver
- * the default subscription.  False when it was dropped already.
- */
-bool
-SubsDropDefault(text *topic, TimestampTz now)
-{
-	Datum		args[2];
-	bool		dropped;
-
-	args[0] = PointerGetDatum(topic);
-	args[1] = TimestampTzGetDatum(now);
-	SpiConnect();
-	if (SpiExecute(StoreRoutesPerSubscription() ? &stmt_default_routed_v15 :
-				   &stmt_default_routed, args, NULL, true, 1) > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot drop the default subscription of topic \"%s\": the topic has a route",
-						text_to_cstring(topic)),
-				 errdetail("Routes deliver the default subscription."),
-				 errhint("Remove the route first with outbox.unroute(topic).")));
-	dropped = SpiExecute(&stmt_default_drop, args, NULL, false, 0) > 0;
-	SpiFinish();
-	if (dropped)
-		obx_dropped_changed();
-	return dropped;
-}
-
-/* Bring back the default subscription of topic.  False when it was there. */
-bool
-SubsRestoreDefault(text *topic)
-{
-	Datum		args[1];
-
-	args[0] = PointerGetDatum(topic);
-	if (SpiRun(&stmt_default_restore, args, NULL) == 0)
-		return false;
-	obx_dropped_changed();
-	return true;
-}
-
-/*
- * Whether some topic's default subscription is dropped, as this backend
- * last read it from outbox.subscription (dropped_relid): a claim of a
- * default subscription asks, so the answer is kept, and read again when
- * the table's relation cache entry is dropped, which SubsDropDefault and
- * SubsRestoreDefault make happen in every backend when they commit (and a
- * table made anew has another OID).
- */
-static Oid	dropped_relid = InvalidOid;
-static bool dropped_any = false;
-
-static void
-obx_dropped_forget(Datum arg, Oid relid)
-{
-	if (relid == InvalidOid || relid == dropped_relid)
-		dropped_relid = InvalidOid;
-}
-
-/* outbox.subscription, or InvalidOid before 1.4 */
-static Oid
-obx_subscription_relid(void)
-{
-	Oid			nsp = get_namespace_oid("outbox", true);
-
-	return OidIsValid(nsp) ? get_relname_relid("subscription", nsp) : InvalidOid;
-}
-
-/* Tell every backend, at commit, that the dropped default subscriptions changed. */
-static void
-obx_dropped_changed(void)
-{
-	Oid			relid = obx_subscription_relid();
-
-	if (OidIsValid(relid))
-		CacheInvalidateRelcacheByRelid(relid);
-}
-
-/*
- * Whether the default subscription of topic (NULL: of any topic) was
- * dropped (1.4 tables only).  Reads nothing while no topic's is.
- */
-bool
-SubsDefaultDropped(text *topic)
-{
-	static bool registered = false;
-	Oid			relid = obx_subscription_relid();
-	Datum		args[1];
-	bool		dropped;
-
-	if (!OidIsValid(relid))
-		return false;
-	if (relid != dropped_relid)
-	{
-		if (!registered)
-		{
-			CacheRegisterRelcacheCallback(obx_dropped_forget, (Datum) 0);
-			registered = true;
-		}
-		SpiConnect();
-		dropped_any = SpiExecute(&stmt_default_dropped_any, NULL, NULL, true, 1) > 0;
-		SpiFinish();
-		dropped_relid = relid;
-	}
-	if (!dropped_any || topic == NULL)
-		return dropped_any;
-	args[0] = PointerGetDatum(topic);
-	SpiConnect();
-	dropped = SpiExecute(&stmt_default_dropped, args, NULL, true, 1) > 0;
-	SpiFinish();
-	return dropped;
 }

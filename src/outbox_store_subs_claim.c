@@ -570,6 +570,7 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 	Datum		sub;
 	bool		isnull;
 	bool		paused_null;
+	bool		routed_null;
 	TimestampTz paused;
 	TimestampTz low;
 	int64		last;
@@ -580,7 +581,12 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 	args[0] = PointerGetDatum(req->topic);
 	args[1] = PointerGetDatum(name);
 	if (SpiExecute(StoreRoutesPerSubscription() ? &stmt_find_v15 : &stmt_find,
-				   args, NULL, false, 1) == 0)
+				   args, NULL, false, 1) == 0 && req->across)
+	{
+		SpiFinish();
+		return 0;
+	}
+	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("subscription \"%s\" of topic \"%s\" does not exist",
@@ -591,6 +597,13 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 											   SPI_tuptable->tupdesc, 2,
 											   &paused_null));
 	(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+	if (req->across &&
+		(!isnull || DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 4, &routed_null))))
+	{
+		SpiFinish();
+		return 0;
+	}
 	if (!isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

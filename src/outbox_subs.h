@@ -110,6 +110,10 @@ extern int	SubsClaimToTuplestore(const ClaimRequest *req, text *name,
 								  TupleDesc tupdesc, Tuplestorestate *store);
 extern int	SubsClaimMessages(const ClaimRequest *req, text *name, List **messages);
 
+/* claiming across topics (outbox_subs_across.c) */
+extern int	SubsClaimAcross(const ClaimRequest *req, text *name, TupleDesc tupdesc,
+							Tuplestorestate *store);
+
 /* the key heads to hand out again after messages left their key (outbox_store_subs.c) */
 extern void SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys);
 extern void SubsPromoteReturned(int subcol, int keycol);

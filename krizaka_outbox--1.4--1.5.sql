@@ -74,7 +74,8 @@ SELECT c.topic,
   FROM counts c
   LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) c.topic AND r.subscription IS NULL
  WHERE NOT EXISTS (SELECT 1 FROM outbox.subscription t
-                    WHERE t.topic OPERATOR(pg_catalog.=) c.topic AND t.name IS NULL);
+                    WHERE t.topic OPERATOR(pg_catalog.=) c.topic AND t.name IS NULL
+                      AND t.paused_until IS NULL);
 
 COMMENT ON VIEW outbox.topic_stats IS
     'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, the pause of its route, and that age in seconds.';
@@ -89,9 +90,9 @@ SELECT d.topic,
             THEN pg_catalog.now() OPERATOR(pg_catalog.-) d.oldest_created_at
        END AS oldest_pending_age,
        NULL::timestamptz AS last_claim_at,
-       r.paused_until,
-       CASE WHEN r.paused_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'paused'
-            ELSE 'active' END AS state
+       GREATEST(p.paused_until, r.paused_until) AS paused_until,
+       CASE WHEN GREATEST(p.paused_until, r.paused_until) OPERATOR(pg_catalog.>) pg_catalog.now()
+            THEN 'paused' ELSE 'active' END AS state
   FROM (SELECT m.topic,
                pg_catalog.count(*) FILTER (
                    WHERE m.delivered_at IS NULL AND m.dead_at IS NULL) AS pending,
@@ -104,8 +105,8 @@ SELECT d.topic,
           FROM outbox.message m
          GROUP BY m.topic) d
   LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) d.topic AND r.subscription IS NULL
- WHERE NOT EXISTS (SELECT 1 FROM outbox.subscription t
-                    WHERE t.topic OPERATOR(pg_catalog.=) d.topic AND t.name IS NULL)
+  LEFT JOIN outbox.subscription p ON p.topic OPERATOR(pg_catalog.=) d.topic AND p.name IS NULL
+ WHERE p.topic IS NULL OR p.paused_until IS NOT NULL
 UNION ALL
 SELECT s.topic,
        s.name,
@@ -233,3 +234,11 @@ BEGIN
     END LOOP;
 END
 $do$;
+
+/*
+ * The default subscription of a topic can be paused: its row in
+ * outbox.subscription (name NULL) has paused_until set, where a dropped
+ * one's has NULL.
+ */
+COMMENT ON TABLE outbox.subscription IS
+    'Named subscriptions: independent readers of a topic, each with its start and its pause; a row with name NULL: the topic''s default subscription was dropped (paused_until NULL) or is paused.';

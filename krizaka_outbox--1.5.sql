@@ -389,8 +389,10 @@ COMMENT ON TABLE outbox.route_http_stats IS
  *
  * outbox.subscription: one row per named subscription, and one with name
  * NULL for each topic whose default subscription was dropped
- * (unsubscribe(topic, NULL)): then purge does not wait for the default
- * subscription, and claims of it are refused.  start_seq: the first
+ * (unsubscribe(topic, NULL), paused_until NULL): then purge does not wait
+ * for the default subscription, and claims of it are refused; or paused
+ * (pause(topic, NULL), paused_until set): then its claims and its route
+ * take nothing until then, and purge still waits for it.  start_seq: the first
  * position a named subscription read.  Claims neither lock nor update the
  * row (a held snapshot would keep every version of it): they take turns
  * on an object lock of (outbox.subscription, sub_id) while they read the
@@ -427,7 +429,7 @@ CREATE TABLE outbox.subscription (
 ALTER SEQUENCE outbox.subscription_id_seq OWNED BY outbox.subscription.sub_id;
 
 COMMENT ON TABLE outbox.subscription IS
-    'Named subscriptions: independent readers of a topic, each with its start and its pause; a row with name NULL: the topic''s default subscription was dropped.';
+    'Named subscriptions: independent readers of a topic, each with its start and its pause; a row with name NULL: the topic''s default subscription was dropped (paused_until NULL) or is paused.';
 
 CREATE TABLE outbox.subscription_frontier (
     sub_id        integer     NOT NULL,
@@ -556,7 +558,8 @@ SELECT c.topic,
   FROM counts c
   LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) c.topic AND r.subscription IS NULL
  WHERE NOT EXISTS (SELECT 1 FROM outbox.subscription t
-                    WHERE t.topic OPERATOR(pg_catalog.=) c.topic AND t.name IS NULL);
+                    WHERE t.topic OPERATOR(pg_catalog.=) c.topic AND t.name IS NULL
+                      AND t.paused_until IS NULL);
 
 COMMENT ON VIEW outbox.topic_stats IS
     'Per topic: messages due, delayed, leased, dead and delivered, the age of the oldest undelivered one, the pause of its route, and that age in seconds.';
@@ -614,9 +617,9 @@ SELECT d.topic,
             THEN pg_catalog.now() OPERATOR(pg_catalog.-) d.oldest_created_at
        END AS oldest_pending_age,
        NULL::timestamptz AS last_claim_at,
-       r.paused_until,
-       CASE WHEN r.paused_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'paused'
-            ELSE 'active' END AS state
+       GREATEST(p.paused_until, r.paused_until) AS paused_until,
+       CASE WHEN GREATEST(p.paused_until, r.paused_until) OPERATOR(pg_catalog.>) pg_catalog.now()
+            THEN 'paused' ELSE 'active' END AS state
   FROM (SELECT m.topic,
                pg_catalog.count(*) FILTER (
                    WHERE m.delivered_at IS NULL AND m.dead_at IS NULL) AS pending,
@@ -629,8 +632,8 @@ SELECT d.topic,
           FROM outbox.message m
          GROUP BY m.topic) d
   LEFT JOIN outbox.routes r ON r.topic OPERATOR(pg_catalog.=) d.topic AND r.subscription IS NULL
- WHERE NOT EXISTS (SELECT 1 FROM outbox.subscription t
-                    WHERE t.topic OPERATOR(pg_catalog.=) d.topic AND t.name IS NULL)
+  LEFT JOIN outbox.subscription p ON p.topic OPERATOR(pg_catalog.=) d.topic AND p.name IS NULL
+ WHERE p.topic IS NULL OR p.paused_until IS NOT NULL
 UNION ALL
 SELECT s.topic,
        s.name,

@@ -200,7 +200,7 @@ outbox_claim(PG_FUNCTION_ARGS)
 		SubsClaimAcross(&req, sub, rsinfo->setDesc, rsinfo->setResult);
 	else if (sub != NULL)
 		SubsClaimToTuplestore(&req, sub, rsinfo->setDesc, rsinfo->setResult);
-	else
+	else if (req.topic == NULL || !SubsDefaultHeld(req.topic, req.now, NULL))
 		StoreClaimToTuplestore(&req, rsinfo->setDesc, rsinfo->setResult);
 	PG_RETURN_NULL();
 }
@@ -278,7 +278,8 @@ outbox_complete_and_claim(PG_FUNCTION_ARGS)
 	}
 	if (n > 0)
 		(void) StoreCompleteMany(ids, req.owner, req.now);
-	StoreClaimToTuplestore(&req, rsinfo->setDesc, rsinfo->setResult);
+	if (req.topic == NULL || !SubsDefaultHeld(req.topic, req.now, NULL))
+		StoreClaimToTuplestore(&req, rsinfo->setDesc, rsinfo->setResult);
 	PG_RETURN_NULL();
 }
 

@@ -7,7 +7,8 @@
  *
  * A NULL subscription is the topic's default one, which keeps its state in
  * outbox.message: unsubscribe drops it (purge stops waiting for it, claims
- * of it are refused), subscribe brings it back; it cannot be paused here.
+ * of it are refused), subscribe brings it back; pause and resume pause it
+ * (its claims and its route take nothing meanwhile).
  *
  *-------------------------------------------------------------------------
  */
@@ -21,6 +22,7 @@
 #include "outbox.h"
 #include "outbox_stream.h"
 #include "outbox_subs.h"
+#include "outbox_wakeup.h"
 
 PG_FUNCTION_INFO_V1(outbox_subscribe);
 PG_FUNCTION_INFO_V1(outbox_unsubscribe);
@@ -80,24 +82,6 @@ CheckDefaultClaim(text *topic)
 				 errhint("Claim through a named subscription, or bring the default one back with outbox.subscribe(topic, NULL).")));
 }
 
-/* a named subscription's topic and name, or an error for the default one */
-static text *
-obx_named(FunctionCallInfo fcinfo, text **topic, const char *what)
-{
-	text	   *name;
-
-	*topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
-	name = CheckSubscription(fcinfo, 1);
-	if (name == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot %s the default subscription of topic \"%s\"",
-						what, text_to_cstring(*topic)),
-				 errdetail("The default subscription (subscription NULL) keeps its state in outbox.message."),
-				 errhint("Use a named subscription.")));
-	return name;
-}
-
 /* outbox.subscribe(topic, subscription, since) returns boolean */
 Datum
 outbox_subscribe(PG_FUNCTION_ARGS)
@@ -134,10 +118,12 @@ outbox_unsubscribe(PG_FUNCTION_ARGS)
 Datum
 outbox_pause(PG_FUNCTION_ARGS)
 {
-	text	   *topic;
-	text	   *name = obx_named(fcinfo, &topic, "pause");
+	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
+	text	   *name = CheckSubscription(fcinfo, 1);
 
 	CheckNotNull(PG_ARGISNULL(2), "until");
+	if (name == NULL)
+		PG_RETURN_BOOL(SubsPauseDefault(topic, true, PG_GETARG_TIMESTAMPTZ(2)));
 	PG_RETURN_BOOL(SubsPause(topic, name, true, PG_GETARG_TIMESTAMPTZ(2)));
 }
 
@@ -145,8 +131,16 @@ outbox_pause(PG_FUNCTION_ARGS)
 Datum
 outbox_resume(PG_FUNCTION_ARGS)
 {
-	text	   *topic;
-	text	   *name = obx_named(fcinfo, &topic, "resume");
+	text	   *topic = CheckName(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "topic");
+	text	   *name = CheckSubscription(fcinfo, 1);
+	bool		resumed;
 
-	PG_RETURN_BOOL(SubsPause(topic, name, false, 0));
+	if (name != NULL)
+		PG_RETURN_BOOL(SubsPause(topic, name, false, 0));
+
+	/* a route of the default subscription delivers again from now */
+	resumed = SubsPauseDefault(topic, false, 0);
+	if (resumed)
+		RoutesChangedAtCommit();
+	PG_RETURN_BOOL(resumed);
 }

@@ -186,6 +186,9 @@ obx_remote_claim(DrainState *st, OutboxRoute *route, MemoryContext cxt)
 
 	if (RemoteRoutePaused(route, GetCurrentTimestamp()))
 		return NULL;
+	if (route->subscription == NULL &&
+		SubsDefaultHeld(cstring_to_text(route->topic), GetCurrentTimestamp(), NULL))
+		return NULL;			/* a paused default subscription */
 	DrainClaimRequest(st, route, RemoteRouteBatchSize(route, st->batch_size),
 					  &req);
 	return RemoteBatchClaim(&req, route, cxt);

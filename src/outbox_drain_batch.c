@@ -131,6 +131,11 @@ DrainNotifyBatch(DrainState *st, OutboxRoute *route, int size)
 		obx_notify_subscription(st, route, &req);
 		return;
 	}
+	if (SubsDefaultHeld(req.topic, req.now, NULL))
+	{
+		st->claimed = 0;
+		return;					/* paused: nothing to deliver now */
+	}
 	claimed = StoreClaimDelivered(&req, &messages);
 	st->claimed = claimed;
 
@@ -164,10 +169,14 @@ DrainNotifyBatch(DrainState *st, OutboxRoute *route, int size)
 TimestampTz
 DrainNextDue(OutboxRoute *route, TimestampTz now)
 {
+	TimestampTz until;
+
 	if (RemoteRoutePaused(route, now))
 		return route->paused_until;
 	if (route->subscription != NULL)
 		return SubsNextDue(cstring_to_text(route->topic),
 						   cstring_to_text(route->subscription), now);
+	if (SubsDefaultHeld(cstring_to_text(route->topic), now, &until))
+		return until;			/* a paused default subscription: its end */
 	return StoreNextDue(cstring_to_text(route->topic), now);
 }

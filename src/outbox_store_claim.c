@@ -721,11 +721,11 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions)
 	}
 	SPI_freetuptable(tuptable);
 
-	/* not the topics whose default subscription was dropped */
+	/* not the topics whose default subscription was dropped or is paused */
 	if (SubsDefaultDropped(NULL))
 	{
 		for (i = 0, kept = 0; i < n; i++)
-			if (!SubsDefaultDropped(DatumGetTextPP(names[i])))
+			if (!SubsDefaultHeld(DatumGetTextPP(names[i]), now, NULL))
 				names[kept++] = names[i];
 		n = kept;
 	}

@@ -39,6 +39,8 @@ extern bool SubsPause(text *topic, text *name, bool pause, TimestampTz until);
 extern bool SubsDropDefault(text *topic, TimestampTz now);
 extern bool SubsRestoreDefault(text *topic);
 extern bool SubsDefaultDropped(text *topic);
+extern bool SubsPauseDefault(text *topic, bool pause, TimestampTz until);
+extern bool SubsDefaultHeld(text *topic, TimestampTz now, TimestampTz *until);
 
 /* the outcome of a claim (outbox_store_subs.c) */
 extern bool SubsComplete(pg_uuid_t *id, text *owner, text *name);

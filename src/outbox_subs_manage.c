@@ -67,20 +67,49 @@ static SavedStatement stmt_default_routed_v15 = {
 	SPI_OK_SELECT, 1, {TEXTOID}
 };
 
+/*
+ * The row of a topic's default subscription (name NULL) says it was
+ * dropped (paused_until NULL) or is paused (paused_until set).  Dropping
+ * a paused one drops it.
+ */
 static SavedStatement stmt_default_drop = {
-	"INSERT INTO outbox.subscription (topic, name, start_seq, created_at)"
-	" VALUES ($1, NULL, 0, $2) ON CONFLICT (topic, name) DO NOTHING",
+	"INSERT INTO outbox.subscription AS s (topic, name, start_seq, created_at)"
+	" VALUES ($1, NULL, 0, $2) ON CONFLICT (topic, name) DO UPDATE SET paused_until = NULL"
+	" WHERE s.paused_until IS NOT NULL",
 	SPI_OK_INSERT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_ANY
 };
 
 static SavedStatement stmt_default_restore = {
-	"DELETE FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL",
+	"DELETE FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL"
+	" AND paused_until IS NULL",
 	SPI_OK_DELETE, 1, {TEXTOID}
 };
 
 static SavedStatement stmt_default_dropped = {
-	"SELECT 1 FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL",
+	"SELECT 1 FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL"
+	" AND paused_until IS NULL",
 	SPI_OK_SELECT, 1, {TEXTOID}
+};
+
+/* $2 now: dropped, or paused beyond now */
+static SavedStatement stmt_default_held = {
+	"SELECT paused_until FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL"
+	" AND (paused_until IS NULL OR paused_until OPERATOR(pg_catalog.>) $2)",
+	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}
+};
+
+/* $2 until; no row when it was dropped */
+static SavedStatement stmt_default_pause = {
+	"INSERT INTO outbox.subscription AS s (topic, name, start_seq, created_at, paused_until)"
+	" VALUES ($1, NULL, 0, pg_catalog.now(), $2) ON CONFLICT (topic, name)"
+	" DO UPDATE SET paused_until = excluded.paused_until WHERE s.paused_until IS NOT NULL",
+	SPI_OK_INSERT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_ANY
+};
+
+static SavedStatement stmt_default_resume = {
+	"DELETE FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL"
+	" AND paused_until IS NOT NULL",
+	SPI_OK_DELETE, 1, {TEXTOID}
 };
 
 static SavedStatement stmt_default_dropped_any = {
@@ -301,6 +330,61 @@ SubsDropDefault(text *topic, TimestampTz now)
 	return dropped;
 }
 
+/*
+ * Pause the default subscription of topic until until, or (!pause) resume
+ * it: its claims, and its route, take nothing meanwhile; purge still waits
+ * for it.  A dropped one cannot be paused.  False when resumed and it was
+ * not paused.
+ */
+bool
+SubsPauseDefault(text *topic, bool pause, TimestampTz until)
+{
+	Datum		args[2];
+	bool		changed;
+
+	args[0] = PointerGetDatum(topic);
+	args[1] = TimestampTzGetDatum(until);
+	if (pause && SubsDefaultDropped(topic))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot pause the default subscription of topic \"%s\": it was dropped",
+						text_to_cstring(topic)),
+				 errhint("Bring it back with outbox.subscribe(topic, NULL) first.")));
+	changed = SpiRun(pause ? &stmt_default_pause : &stmt_default_resume, args, NULL) > 0;
+	if (pause && !changed)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot pause the default subscription of topic \"%s\": it was dropped",
+						text_to_cstring(topic))));
+	if (changed)
+		obx_dropped_changed();
+	return changed;
+}
+
+/*
+ * Whether claims of the default subscription of topic take nothing now:
+ * it is paused beyond now, or dropped; *until (when not NULL) is the end
+ * of the pause (DT_NOEND: none).  Reads nothing while no topic's default
+ * subscription is either.
+ */
+bool
+SubsDefaultHeld(text *topic, TimestampTz now, TimestampTz *until)
+{
+	Datum		args[2];
+	Datum		paused;
+	bool		isnull;
+	bool		held;
+
+	if (!SubsDefaultDropped(NULL))
+		return false;
+	args[0] = PointerGetDatum(topic);
+	args[1] = TimestampTzGetDatum(now);
+	held = SpiRunFirstRow(&stmt_default_held, args, NULL, &paused, &isnull, 1);
+	if (held && until != NULL)
+		*until = isnull ? DT_NOEND : DatumGetTimestampTz(paused);
+	return held;
+}
+
 /* Bring back the default subscription of topic.  False when it was there. */
 bool
 SubsRestoreDefault(text *topic)
@@ -352,8 +436,9 @@ obx_dropped_changed(void)
 }
 
 /*
- * Whether the default subscription of topic (NULL: of any topic) was
- * dropped (1.4 tables only).  Reads nothing while no topic's is.
+ * Whether the default subscription of topic was dropped (1.4 tables
+ * only); with topic NULL, whether any topic's default subscription was
+ * dropped or is paused.  Reads nothing while no topic's is.
  */
 bool
 SubsDefaultDropped(text *topic)

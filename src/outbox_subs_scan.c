@@ -212,6 +212,43 @@ SubsProbeStream(text *topic, const int64 *seqs, int n, int *states)
 }
 
 /*
+ * Where this backend last found the first row of a subscription's
+ * frontier: rows below it were gone then (deleted by transactions that
+ * committed, or inserted by ones that rolled back), and no row is ever
+ * inserted below the first one, so the next scan starts there.  Under a
+ * held snapshot the index keeps an entry for each row claims deleted, and
+ * a scan from the start would read them all, every claim.  Keyed by the
+ * table too: a table made anew numbers its subscriptions from 1 again.
+ */
+typedef struct FrontierLow
+{
+	Oid			relid;
+	int32		sub;
+	int64		low;
+} FrontierLow;
+
+#define FRONTIER_LOWS	16
+static FrontierLow frontier_lows[FRONTIER_LOWS];
+static int	frontier_lows_next = 0;
+
+static FrontierLow *
+obx_frontier_low(Oid relid, int32 sub)
+{
+	FrontierLow *l;
+	int			i;
+
+	for (i = 0; i < FRONTIER_LOWS; i++)
+		if (frontier_lows[i].relid == relid && frontier_lows[i].sub == sub)
+			return &frontier_lows[i];
+	l = &frontier_lows[frontier_lows_next];
+	frontier_lows_next = (frontier_lows_next + 1) % FRONTIER_LOWS;
+	l->relid = relid;
+	l->sub = sub;
+	l->low = PG_INT64_MIN;
+	return l;
+}
+
+/*
  * The rows of subscription sub in outbox.subscription_frontier, by
  * next_seq, as a dirty snapshot shows them: rows of claims still in
  * progress included, each with the transaction that inserts or deletes it
@@ -230,9 +267,10 @@ SubsReadFrontier(int32 sub, FrontierRow *rows, int max, bool *chain)
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	SnapshotData dirty;
-	ScanKeyData key;
+	ScanKeyData keys[2];
 	AttrNumber	att_next;
 	AttrNumber	att_from;
+	FrontierLow *low;
 	int			n = 0;
 
 	if (!OidIsValid(relid) || !OidIsValid(indexid))
@@ -245,10 +283,13 @@ SubsReadFrontier(int32 sub, FrontierRow *rows, int max, bool *chain)
 	att_from = get_attnum(relid, "from_seq");
 	*chain = att_from != InvalidAttrNumber;
 	InitDirtySnapshot(dirty);
-	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+	low = obx_frontier_low(relid, sub);
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   InvalidOid, F_INT4EQ, Int32GetDatum(sub));
-	scan = ObxIndexBeginScan(heap, index, &dirty, 1);
-	index_rescan(scan, &key, 1, NULL, 0);
+	ScanKeyEntryInitialize(&keys[1], 0, 2, BTGreaterEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_INT8GE, Int64GetDatum(low->low));
+	scan = ObxIndexBeginScan(heap, index, &dirty, 2);
+	index_rescan(scan, keys, 2, NULL, 0);
 	slot = table_slot_create(heap, NULL);
 	while (n < max && index_getnext_slot(scan, ForwardScanDirection, slot))
 	{
@@ -267,6 +308,8 @@ SubsReadFrontier(int32 sub, FrontierRow *rows, int max, bool *chain)
 		r->inserting = dirty.xmin;
 		r->deleting = dirty.xmax;
 	}
+	if (n > 0)
+		low->low = rows[0].next;
 	ExecDropSingleTupleTableSlot(slot);
 	index_endscan(scan);
 	index_close(index, AccessShareLock);

@@ -42,46 +42,6 @@ CheckSubscription(FunctionCallInfo fcinfo, int argno)
 	return CheckName(PG_GETARG_DATUM(argno), false, "subscription");
 }
 
-/*
- * May a claim of subscription name of topic (NULL: of every topic) run
- * here?  It runs in READ COMMITTED (a claim reads the log as of now, not
- * as of the transaction's start), and needs the horizon of appends in
- * progress, which only a preloaded library keeps.
- */
-void
-CheckSubscriptionClaim(text *topic, text *name)
-{
-	if (IsolationUsesXactSnapshot())
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a claim of subscription \"%s\" cannot run in a %s transaction",
-						text_to_cstring(name),
-						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
-				 errhint("Claim in a READ COMMITTED transaction.")));
-	if (!StreamAvailable() || !GapAvailable())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("claims of subscription \"%s\" need krizaka_outbox in shared_preload_libraries",
-						text_to_cstring(name)),
-				 errdetail("Without it the server does not track the appends in progress that a subscription must not read past."),
-				 errhint("Add krizaka_outbox to shared_preload_libraries and restart the server.")));
-}
-
-/*
- * May a claim of the default subscription of topic (NULL: of every topic)
- * run?  Not when it was dropped.
- */
-void
-CheckDefaultClaim(text *topic)
-{
-	if (topic != NULL && SubsDefaultDropped(topic))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the default subscription of topic \"%s\" was dropped",
-						text_to_cstring(topic)),
-				 errhint("Claim through a named subscription, or bring the default one back with outbox.subscribe(topic, NULL).")));
-}
-
 /* outbox.subscribe(topic, subscription, since) returns boolean */
 Datum
 outbox_subscribe(PG_FUNCTION_ARGS)

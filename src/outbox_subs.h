@@ -25,13 +25,17 @@
 
 #include "outbox_store.h"
 
-/* the subscription argument of a call, and a claim's (outbox_api_subs.c) */
+/* the subscription argument of a call (outbox_api_subs.c) */
 extern text *CheckSubscription(FunctionCallInfo fcinfo, int argno);
+
+/* may a claim of a subscription run (outbox_subs_manage.c) */
 extern void CheckSubscriptionClaim(text *topic, text *name);
 extern void CheckDefaultClaim(text *topic);
 
-/* managing subscriptions (outbox_store_subs.c) */
+/* whether the tables of 1.4 are there (outbox_store_subs.c) */
 extern bool SubsSchema(void);
+
+/* managing subscriptions (outbox_subs_manage.c) */
 extern bool SubsCreate(text *topic, text *name, bool since_given,
 					   TimestampTz since, TimestampTz now);
 extern bool SubsDrop(text *topic, text *name);
@@ -56,6 +60,8 @@ extern bool SubsExtend(pg_uuid_t *id, text *owner, int lease_seconds,
 extern bool SubsRetryDead(pg_uuid_t *id, text *name, TimestampTz now);
 extern int64 SubsRetryDeadTopic(text *topic, text *name, TimestampTz now);
 extern void SubsPurgeDead(TimestampTz horizon);
+
+/* expiry (outbox_subs_manage.c) */
 extern void SubsExpire(TimestampTz now);
 
 /* a position of a topic's stream as a dirty snapshot shows it (outbox_subs_scan.c) */

@@ -2,9 +2,10 @@
  *
  * outbox_subs_manage.c
  *		Managing subscriptions: subscribe, unsubscribe and pause of named
- *		ones, the default subscription of a topic dropped and brought
- *		back, and the expiry of subscriptions that lag more than
- *		outbox.subscription_max_lag.
+ *		ones, the default subscription of a topic dropped, paused and
+ *		brought back, the expiry of subscriptions that lag more than
+ *		outbox.subscription_max_lag, and whether a claim of a subscription
+ *		may run (for the API and for routes).
  *
  * Whether any default subscription was dropped is asked by every claim of
  * a default subscription; each backend keeps the answer until a drop or a
@@ -469,4 +470,44 @@ SubsDefaultDropped(text *topic)
 	dropped = SpiExecute(&stmt_default_dropped, args, NULL, true, 1) > 0;
 	SpiFinish();
 	return dropped;
+}
+
+/*
+ * May a claim of subscription name of topic (NULL: of every topic) run
+ * here?  It runs in READ COMMITTED (a claim reads the log as of now, not
+ * as of the transaction's start), and needs the horizon of appends in
+ * progress, which only a preloaded library keeps.
+ */
+void
+CheckSubscriptionClaim(text *topic, text *name)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a claim of subscription \"%s\" cannot run in a %s transaction",
+						text_to_cstring(name),
+						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
+				 errhint("Claim in a READ COMMITTED transaction.")));
+	if (!StreamAvailable() || !GapAvailable())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("claims of subscription \"%s\" need krizaka_outbox in shared_preload_libraries",
+						text_to_cstring(name)),
+				 errdetail("Without it the server does not track the appends in progress that a subscription must not read past."),
+				 errhint("Add krizaka_outbox to shared_preload_libraries and restart the server.")));
+}
+
+/*
+ * May a claim of the default subscription of topic (NULL: of every topic)
+ * run?  Not when it was dropped.
+ */
+void
+CheckDefaultClaim(text *topic)
+{
+	if (topic != NULL && SubsDefaultDropped(topic))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the default subscription of topic \"%s\" was dropped",
+						text_to_cstring(topic)),
+				 errhint("Claim through a named subscription, or bring the default one back with outbox.subscribe(topic, NULL).")));
 }

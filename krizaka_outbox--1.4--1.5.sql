@@ -4,11 +4,9 @@
 \echo Use "ALTER EXTENSION krizaka_outbox UPDATE TO '1.5'" to load this file. \quit
 
 /*
- * The claims of a named subscription no longer take turns until they
- * commit: a claim that reads no ordering key lets the next one read on as
- * soon as its rows are in.  Each claim records the range of the log it
+ * Each claim of a named subscription records the range of the log it
  * read, [from_seq, next_seq), so that the range of a claim that rolls
- * back, passed meanwhile by the claims after it, is read again.  The row
+ * back is read again even when a later claim read on past it.  The row
  * each subscription has now is where it starts from: from_seq NULL.
  */
 ALTER TABLE outbox.subscription_frontier ADD COLUMN from_seq bigint;

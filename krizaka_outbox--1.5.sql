@@ -395,8 +395,7 @@ COMMENT ON TABLE outbox.route_http_stats IS
  * take nothing until then, and purge still waits for it.  start_seq: the first
  * position a named subscription read.  Claims neither lock nor update the
  * row (a held snapshot would keep every version of it): they take turns
- * on an object lock of (outbox.subscription, sub_id) while they read the
- * log.
+ * on an object lock of (outbox.subscription, sub_id).
  * expired_at: purge found it lagging more than
  * outbox.subscription_max_lag; it holds no message back any more, and its
  * claims are refused.

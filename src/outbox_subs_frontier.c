@@ -2,27 +2,22 @@
  *
  * outbox_subs_frontier.c
  *		The frontier of a named subscription: the chain of ranges of the
- *		log its claims have read, and the lock they take turns on while
- *		they read one.
+ *		log its claims have read, and the lock they take turns on.
  *
  * Each claim that reads the log inserts a row of outbox.subscription_frontier
  * for the range it read, [from_seq, next_seq).  The rows are read with a
- * dirty snapshot, so the range of a claim still in progress counts: a
- * claim that reads no ordering key releases the subscription's lock as
- * soon as its rows are in, before its commit, and the next claim reads
- * on from there.  If that claim then rolls back, its row goes and leaves
- * a gap between the rows below and above it: the next claim reads the gap
- * again, first.  Rows below the first one that is not settled (inserted
- * or deleted by another transaction still in progress, or after a gap)
- * tell nothing any more, and the claim that finds them deletes them.
+ * dirty snapshot, so the range of a claim still in progress counts.  If a
+ * claim rolls back after a later claim read on past it, its row goes and
+ * leaves a gap between the rows below and above it: the next claim reads
+ * the gap again, first.  Rows below the first one that is not settled
+ * (inserted or deleted by another transaction still in progress, or
+ * after a gap) tell nothing any more, and the claim that finds them
+ * deletes them.
  *
- * A claim that reads an ordering key holds the lock until its transaction
- * ends, as do the calls that unblock a key's next message
- * (outbox_store_subs.c): deciding which message heads its key needs the
- * state rows of every claim before, committed.  A range without keys
- * never has to be decided against another, and the range a claim that
- * rolled back leaves holds no key either: a claim with keys is never
- * passed.
+ * Claims hold the lock until their transaction ends, so for now no claim
+ * reads on past another in progress (outbox_store_subs_claim.c,
+ * SUBS_RELEASE_BEFORE_COMMIT); the calls that unblock a key's next message
+ * (outbox_store_subs.c) hold it until commit too.
  *
  * The lock is an object lock on (outbox.subscription, sub_id), seen in
  * pg_locks.  A claim whose transaction stays open keeps its row in the

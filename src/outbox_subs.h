@@ -92,6 +92,7 @@ typedef struct FrontierRow
 } FrontierRow;
 
 extern int	SubsReadFrontier(int32 sub, FrontierRow *rows, int max, bool *chain);
+extern void SubsFrontierCollapsed(int32 sub);
 
 /* the frontier of a subscription and its lock (outbox_subs_frontier.c) */
 typedef struct SubsFrontier

@@ -301,6 +301,7 @@ SubsFrontierAdvance(SubsFrontier *f, int64 next, TimestampTz now)
 		args[1] = PointerGetDatum(construct_array(gone, ngone, INT8OID, 8,
 												  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		(void) SpiExecute(&stmt_delete, args, NULL, false, 0);
+		SubsFrontierCollapsed(f->sub);
 	}
 	pfree(gone);
 	pfree(list);

@@ -23,6 +23,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/xact.h"
 #include "access/skey.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -219,12 +220,18 @@ SubsProbeStream(text *topic, const int64 *seqs, int n, int *states)
  * held snapshot the index keeps an entry for each row claims deleted, and
  * a scan from the start would read them all, every claim.  Keyed by the
  * table too: a table made anew numbers its subscriptions from 1 again.
+ *
+ * Rows this transaction deleted are hidden from its own scans, yet come
+ * back if it rolls back: a scan in the transaction that deleted rows of
+ * the subscription (collapsed) does not move the mark.  A scan that finds
+ * nothing from the mark looks again from the start.
  */
 typedef struct FrontierLow
 {
 	Oid			relid;
 	int32		sub;
 	int64		low;
+	TransactionId collapsed;	/* the last transaction that deleted its rows */
 } FrontierLow;
 
 #define FRONTIER_LOWS	16
@@ -245,7 +252,44 @@ obx_frontier_low(Oid relid, int32 sub)
 	l->relid = relid;
 	l->sub = sub;
 	l->low = PG_INT64_MIN;
+	l->collapsed = InvalidTransactionId;
 	return l;
+}
+
+/* This transaction deleted rows of the frontier of subscription sub. */
+void
+SubsFrontierCollapsed(int32 sub)
+{
+	Oid			nsp = get_namespace_oid("outbox", false);
+	FrontierLow *l = obx_frontier_low(get_relname_relid("subscription_frontier", nsp), sub);
+
+	l->collapsed = GetTopTransactionIdIfAny();
+}
+
+/* Read the rows the scan shows into rows[n..max-1]; returns the new n. */
+static int
+obx_frontier_rows(IndexScanDesc scan, TupleTableSlot *slot, SnapshotData *dirty,
+				  AttrNumber att_next, AttrNumber att_from, FrontierRow *rows,
+				  int n, int max)
+{
+	while (n < max && index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		FrontierRow *r = &rows[n++];
+		bool		isnull;
+		Datum		from;
+
+		r->next = DatumGetInt64(slot_getattr(slot, att_next, &isnull));
+		r->from = -1;
+		if (att_from != InvalidAttrNumber)
+		{
+			from = slot_getattr(slot, att_from, &isnull);
+			if (!isnull)
+				r->from = DatumGetInt64(from);
+		}
+		r->inserting = dirty->xmin;
+		r->deleting = dirty->xmax;
+	}
+	return n;
 }
 
 /*
@@ -291,24 +335,18 @@ SubsReadFrontier(int32 sub, FrontierRow *rows, int max, bool *chain)
 	scan = ObxIndexBeginScan(heap, index, &dirty, 2);
 	index_rescan(scan, keys, 2, NULL, 0);
 	slot = table_slot_create(heap, NULL);
-	while (n < max && index_getnext_slot(scan, ForwardScanDirection, slot))
+	n = obx_frontier_rows(scan, slot, &dirty, att_next, att_from, rows, 0, max);
+	if (n == 0 && low->low != PG_INT64_MIN)
 	{
-		FrontierRow *r = &rows[n++];
-		bool		isnull;
-		Datum		from;
-
-		r->next = DatumGetInt64(slot_getattr(slot, att_next, &isnull));
-		r->from = -1;
-		if (*chain)
-		{
-			from = slot_getattr(slot, att_from, &isnull);
-			if (!isnull)
-				r->from = DatumGetInt64(from);
-		}
-		r->inserting = dirty.xmin;
-		r->deleting = dirty.xmax;
+		/* nothing from the mark: look again from the start */
+		low->low = PG_INT64_MIN;
+		ScanKeyEntryInitialize(&keys[1], 0, 2, BTGreaterEqualStrategyNumber, InvalidOid,
+							   InvalidOid, F_INT8GE, Int64GetDatum(low->low));
+		index_rescan(scan, keys, 2, NULL, 0);
+		n = obx_frontier_rows(scan, slot, &dirty, att_next, att_from, rows, 0, max);
 	}
-	if (n > 0)
+	if (n > 0 && (!TransactionIdIsValid(low->collapsed) ||
+				  low->collapsed != GetTopTransactionIdIfAny()))
 		low->low = rows[0].next;
 	ExecDropSingleTupleTableSlot(slot);
 	index_endscan(scan);

@@ -28,10 +28,12 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "storage/procarray.h"
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
@@ -131,6 +133,41 @@ SubsLockMany(int n, Datum *sub_ids)
 	pfree(sorted);
 }
 
+/*
+ * The rows as of the end of the scan.  A scan reads row after row, and a
+ * transaction may end between two of them: a row below read while its
+ * deleter was in progress, one above read after that deleter committed
+ * the deletion of both, would look like a gap.  So each transaction the
+ * scan saw in progress is asked again: committed, its deletions are done
+ * and its insertions settled; rolled back, the reverse.
+ */
+static void
+obx_settle_rows(SubsFrontier *f)
+{
+	int			i;
+	int			n = 0;
+
+	for (i = 0; i < f->nrows; i++)
+	{
+		FrontierRow r = f->rows[i];
+
+		if (TransactionIdIsValid(r.inserting) && !TransactionIdIsInProgress(r.inserting))
+		{
+			if (!TransactionIdDidCommit(r.inserting))
+				continue;		/* its claim rolled back */
+			r.inserting = InvalidTransactionId;
+		}
+		if (TransactionIdIsValid(r.deleting) && !TransactionIdIsInProgress(r.deleting))
+		{
+			if (TransactionIdDidCommit(r.deleting))
+				continue;		/* deleted */
+			r.deleting = InvalidTransactionId;
+		}
+		f->rows[n++] = r;
+	}
+	f->nrows = n;
+}
+
 /* All the rows of sub, however many */
 static void
 obx_read_rows(SubsFrontier *f, int32 sub)
@@ -142,10 +179,11 @@ obx_read_rows(SubsFrontier *f, int32 sub)
 		f->rows = palloc(sizeof(FrontierRow) * max);
 		f->nrows = SubsReadFrontier(sub, f->rows, max, &f->chain);
 		if (f->nrows < max)
-			return;
+			break;
 		pfree(f->rows);
 		max *= 2;
 	}
+	obx_settle_rows(f);
 }
 
 /*

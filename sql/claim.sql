@@ -173,8 +173,9 @@ UPDATE outbox.message SET attempts = 8, lease_owner = 'old', leased_until = cloc
 SELECT id FROM outbox.claim('new', 'x');
 SELECT id, dead_at IS NOT NULL AS dead FROM outbox.message ORDER BY id;
 
--- every such message of the topic dies before the claim leases anything,
--- even one after the batch it leases
+-- such a message dies when a claim reaches it, in the claim's order: one
+-- after the batch a claim leases stays as it was (no claim reads the whole
+-- topic for them), and the next claim that reaches it makes it dead
 SELECT regress.reset();
 SELECT outbox.append('e', 'evt.claim.v1', to_jsonb(n), regress.id(n), '2020-01-01 00:00:00+00'::timestamptz + n * interval '1 s')
   FROM generate_series(1, 3) AS n
@@ -183,5 +184,7 @@ UPDATE outbox.message SET attempts = 8, lease_owner = 'old', leased_until = cloc
  WHERE id = regress.id(3);
 SELECT id, attempts FROM outbox.claim('new', 'e', 1);
 SELECT id, attempts, lease_owner, dead_at IS NOT NULL AS dead FROM outbox.message ORDER BY id;
+SELECT id, attempts FROM outbox.claim('new', 'e', 5);
+SELECT id, attempts, lease_owner, dead_at IS NOT NULL AS dead, last_error FROM outbox.message ORDER BY id;
 
 RESET TimeZone;

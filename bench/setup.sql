@@ -122,6 +122,46 @@ BEGIN
 END
 $$;
 
+-- n scheduled messages, all due: appended one by one with an available_at
+-- an hour ago (a backlog of scheduled messages, read through the deferred
+-- messages of the topic, not its stream).
+CREATE PROCEDURE krizaka.preload_scheduled(topic text, n integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 0 .. n - 1 LOOP
+        PERFORM outbox.append(topic, 'evt.order.created.v1', public.bench_payload(i, i, 12.50, 3),
+                              available_at => now() - interval '1 hour' + i * interval '1 ms');
+        IF i % 10000 = 9999 THEN
+            COMMIT;
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- n retried messages, all due: appended, then claimed and failed once
+-- each (the backlog a target's outage leaves behind).  The failures back
+-- off by outbox.backoff_seconds (30 s, longer than the failing takes, so
+-- none is claimed twice); their backoff is then moved an hour back
+-- instead of waited for.
+CREATE PROCEDURE krizaka.preload_retried(topic text, n integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    failed integer;
+BEGIN
+    CALL krizaka.preload(topic, n);
+    LOOP
+        PERFORM outbox.fail(c.id, 'preload', 'target unavailable')
+          FROM outbox.claim('preload', topic, 500, 600) c;
+        GET DIAGNOSTICS failed = ROW_COUNT;
+        COMMIT;
+        EXIT WHEN failed = 0;
+    END LOOP;
+    UPDATE outbox.message m SET available_at = m.available_at - interval '1 hour'
+     WHERE m.topic = preload_retried.topic;
+    COMMIT;
+END
+$$;
+
 -- The same through append, one message at a time, the ordering keys
 -- k0 .. k<keys - 1> in turn.
 CREATE PROCEDURE krizaka.preload_keyed(topic text, n integer, keys integer)

@@ -40,9 +40,19 @@ SELECT count(outbox.append('sr', 'evt.sr.v1', jsonb_build_object('n', n), regres
 -- a routed subscription is not for pull workers, and cannot be dropped
 SELECT regress.err($$SELECT outbox.claim('w', 'sr', 10, 30, 'dashboard')$$);
 SELECT regress.err($$SELECT outbox.unsubscribe('sr', 'dashboard')$$);
--- the default subscription is claimed beside its route, as before
+-- the default subscription is claimed beside its route when the claim
+-- names the topic, as before; the claim across all topics skips a topic
+-- whose default subscription has a route (its messages would never reach
+-- the route), and takes the others
 BEGIN;
 SELECT count(*) AS default_claimed FROM outbox.claim('w', 'sr', 10, 30);
+ROLLBACK;
+SELECT outbox.append('sr_unrouted', 'evt.sr.v1', '{}') IS NOT NULL AS appended;
+BEGIN;
+SELECT topic, count(*) AS claimed_across FROM outbox.claim('w', NULL, 10, 30) GROUP BY topic;
+ROLLBACK;
+BEGIN;
+SELECT topic, count(*) AS claimed_across FROM outbox.complete_and_claim('{}', 'w', NULL, 10, 30) GROUP BY topic;
 ROLLBACK;
 
 -- one drain delivers both routes: the default one its 4 messages, the

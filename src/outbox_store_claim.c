@@ -35,6 +35,7 @@
 
 #include "outbox_spi.h"
 #include "outbox_store.h"
+#include "outbox_store_routes.h"
 #include "outbox_stream.h"
 #include "outbox_subs.h"
 
@@ -398,15 +399,32 @@ static SavedStatement stmt_claim_stream_any = {
  * purge has not deleted, so the walk reads one entry per topic however
  * many deleted rows a held snapshot keeps in the index.
  */
+#define STREAM_TOPICS \
+	"WITH RECURSIVE topics(topic) AS (" \
+	" (SELECT s.topic FROM outbox.message s ORDER BY s.topic DESC, s.seq DESC LIMIT 1)" \
+	" UNION ALL" \
+	" SELECT (SELECT s.topic FROM outbox.message s" \
+	"  WHERE s.topic OPERATOR(pg_catalog.<) t.topic" \
+	"  ORDER BY s.topic DESC, s.seq DESC LIMIT 1)" \
+	" FROM topics t WHERE t.topic IS NOT NULL)" \
+	" SELECT t.topic FROM topics t WHERE t.topic IS NOT NULL"
+
+/*
+ * Not the routed ones: a route's subscription is claimed only by its
+ * deliveries, so a claim across all topics never takes its messages.
+ */
 static SavedStatement stmt_stream_topics = {
-	"WITH RECURSIVE topics(topic) AS ("
-	" (SELECT s.topic FROM outbox.message s ORDER BY s.topic DESC, s.seq DESC LIMIT 1)"
-	" UNION ALL"
-	" SELECT (SELECT s.topic FROM outbox.message s"
-	"  WHERE s.topic OPERATOR(pg_catalog.<) t.topic"
-	"  ORDER BY s.topic DESC, s.seq DESC LIMIT 1)"
-	" FROM topics t WHERE t.topic IS NOT NULL)"
-	" SELECT topic FROM topics WHERE topic IS NOT NULL",
+	STREAM_TOPICS
+	" AND NOT EXISTS (SELECT 1 FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) t.topic)",
+	SPI_OK_SELECT,
+	0, {InvalidOid}
+};
+
+/* 1.5: the topics whose default subscription has no route */
+static SavedStatement stmt_stream_topics_v15 = {
+	STREAM_TOPICS
+	" AND NOT EXISTS (SELECT 1 FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) t.topic"
+	" AND r.subscription IS NULL)",
 	SPI_OK_SELECT,
 	0, {InvalidOid}
 };
@@ -668,7 +686,8 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 static bool
 obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions)
 {
-	uint64		n = SpiExecute(&stmt_stream_topics, NULL, NULL, false, 0);
+	uint64		n = SpiExecute(StoreRoutesPerSubscription() ? &stmt_stream_topics_v15 :
+							   &stmt_stream_topics, NULL, NULL, false, 0);
 	SPITupleTable *tuptable = SPI_tuptable;
 	Datum	   *names;
 	Datum	   *pos;

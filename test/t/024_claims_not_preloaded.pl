@@ -1,0 +1,110 @@
+# Claims on a server that does not preload the library: each backend keeps
+# the claim positions of its topics.  A position never passes an append
+# still in progress (a transaction left open, a prepared one, this very
+# transaction's own in a rolled-back savepoint), and a backend's claims do
+# not read the messages finished before its position again.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('claims_not_preloaded');
+$node->init;
+$node->append_conf('postgresql.conf', "max_prepared_transactions = 5\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION krizaka_outbox');
+is($node->safe_psql('postgres', "SELECT count(*) FROM pg_settings WHERE name = 'shared_preload_libraries' AND setting LIKE '%krizaka%'"),
+	'0', 'the library is not preloaded');
+
+# the claimer: one backend throughout, so its positions persist
+my $claimer = $node->background_psql('postgres', on_error_stop => 0);
+
+# Claims of topic p by the claimer, completed at once; the payloads' n in
+# order.  Waits out the search interval first, so that the claim searches.
+sub claim_p
+{
+	return $claimer->query_safe(q{
+SELECT pg_sleep(0.02) \gset
+WITH c AS (SELECT * FROM outbox.claim('w', 'p', 50, 30))
+SELECT coalesce(string_agg(c.payload->>'n', ',' ORDER BY c.seq), '-')
+  FROM c, LATERAL (SELECT outbox.complete(c.id, 'w')) done});
+}
+
+sub append_p
+{
+	my ($n) = @_;
+	$node->safe_psql('postgres', "SELECT outbox.append('p', 'evt.p.v1', '{\"n\": $n}')");
+}
+
+append_p(1);
+is(claim_p(), '1', 'a first claim reads the topic');
+
+# an append left open holds the position back, not the messages after it
+my $open = $node->background_psql('postgres');
+$open->query_safe(q{BEGIN; SELECT outbox.append('p', 'evt.p.v1', '{"n": 2}')});
+append_p(3);
+append_p(4);
+is(claim_p(), '3,4', 'the messages after an append left open are handed out');
+append_p(5);
+is(claim_p(), '5', 'and those after them');
+$open->query_safe('COMMIT');
+$open->quit;
+is(claim_p(), '2', 'the append left open is handed out once it commits');
+
+# a prepared append, the same
+$node->safe_psql('postgres', q{BEGIN; SELECT outbox.append('p', 'evt.p.v1', '{"n": 6}'); PREPARE TRANSACTION 'p6'});
+append_p(7);
+is(claim_p(), '7', 'the messages after a prepared append are handed out');
+$node->safe_psql('postgres', q{COMMIT PREPARED 'p6'});
+is(claim_p(), '6', 'the prepared append is handed out once it commits');
+
+# the claimer's own append, read by a claim in a savepoint rolled back
+$claimer->query_safe(q{
+BEGIN;
+SELECT outbox.append('p', 'evt.p.v1', '{"n": 8}');
+SELECT pg_sleep(0.02) \gset
+SAVEPOINT s;
+SELECT count(*) FROM outbox.claim('w', 'p', 50, 30);
+ROLLBACK TO s;
+COMMIT});
+is(claim_p(), '8', 'an own append a rolled-back claim read is handed out after its commit');
+
+# a rolled-back append is a gap the position passes
+$node->psql('postgres', q{BEGIN; SELECT outbox.append('p', 'evt.p.v1', '{"n": 9}'); ROLLBACK});
+append_p(10);
+is(claim_p(), '10', 'a rolled-back append is never handed out');
+
+# the claimer's claims read from its position: 3,000 messages finished,
+# then one claim reads the stream index from where the last one ended
+$node->safe_psql('postgres', q{
+SELECT count(outbox.append('p', 'evt.p.v1', jsonb_build_object('n', n)))
+  FROM generate_series(100, 3099) n});
+$claimer->query_safe(q{
+DO $$ BEGIN
+  WHILE EXISTS (SELECT FROM outbox.message WHERE topic = 'p' AND delivered_at IS NULL) LOOP
+    PERFORM outbox.complete_many(array_agg(c.id), 'w') FROM outbox.claim('w', 'p', 50, 30) c;
+    PERFORM pg_sleep(0.006);
+  END LOOP;
+END $$});
+append_p(4000);
+my $read = $claimer->query_safe(q{
+SELECT pg_sleep(0.02) \gset
+BEGIN;
+SELECT count(*) FROM outbox.claim('w', 'p', 50, 30);
+SELECT idx_tup_read FROM pg_stat_xact_user_indexes WHERE indexrelname = 'message_stream_idx';
+COMMIT});
+my @lines = split /\n/, $read;
+is($lines[0], '1', 'the claim after the drain gets the one new message');
+cmp_ok($lines[1], '<', 300,
+	"the claim read $lines[1] entries of the stream index, not the 3,000 finished before");
+
+# every message was handed out exactly once
+is($node->safe_psql('postgres', q{
+SELECT count(*), count(*) FILTER (WHERE attempts = 1)
+  FROM outbox.message WHERE topic = 'p' AND delivered_at IS NOT NULL}),
+	'3009|3009', 'every committed message was delivered, each on its first attempt');
+
+$claimer->quit;
+$node->stop;
+done_testing();

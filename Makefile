@@ -39,6 +39,7 @@ OBJS = \
 	src/outbox_store.o \
 	src/outbox_store_append.o \
 	src/outbox_store_claim.o \
+	src/outbox_store_position.o \
 	src/outbox_store_http.o \
 	src/outbox_store_purge.o \
 	src/outbox_store_routes.o \

@@ -37,15 +37,19 @@ _PG_init(void)
 	OutboxGucInit();
 	MarkGUCPrefixReserved("outbox");
 
+	/* appends in their gap: a lock of theirs without preloading */
 	if (!outbox_preloaded)
+	{
+		OutboxGapInit(false);
 		return;
+	}
 
 	/* the shared state: request it, and create it with shared memory */
 	OutboxShmemInit();
 
 	/* the topics' claim positions and the horizon of appends */
 	OutboxStreamInit();
-	OutboxGapInit();
+	OutboxGapInit(true);
 
 	/* the launcher; pg_upgrade's server must not deliver anything */
 	if (!IsBinaryUpgrade)

@@ -24,6 +24,14 @@
  * An error in the gap ends it with the (sub)transaction, whose rollback
  * takes the row away too.
  *
+ * A server that does not preload the library has no slots.  There each
+ * append in its gap holds a lock of its database (GAP_LOCK, taken by
+ * appends in a mode that never makes them wait for each other), and
+ * GapTryHorizon takes it in a mode that conflicts with theirs, without
+ * waiting: when it gets it, no append is in its gap, and the position it
+ * takes then is a horizon.  The lock is a session lock, released at the
+ * end of the gap whatever resource owner is current then.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -32,6 +40,7 @@
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 
@@ -41,6 +50,16 @@
 
 #define GAP_SHMEM_NAME	"krizaka_outbox gaps"
 
+/*
+ * The lock of the appends in their gap without preloading: an advisory
+ * lock tag of the database in a field of its own (the SQL functions use 1
+ * and 2, ordering keys 0x4B4F).  Appends take it in RowExclusiveLock, which
+ * does not conflict with itself; a horizon in ShareLock, which conflicts.
+ */
+#define GAP_LOCK_FIELD	0x4B47
+#define GAP_LOCK_TAG(tag) \
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, GAP_LOCK_FIELD)
+
 typedef struct GapSlot
 {
 	pg_atomic_uint64 floor;		/* 0: not in a gap */
@@ -49,6 +68,7 @@ typedef struct GapSlot
 
 static GapSlot *gap_slots = NULL;
 static bool gap_open = false;
+static bool gap_locked = false;	/* without preloading: GAP_LOCK is held */
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -103,14 +123,20 @@ obx_gap_subxact(SubXactEvent event, SubTransactionId mySubid,
 		GapEnd();
 }
 
-/* Install the shared memory hooks and the transaction callbacks. */
+/*
+ * Install the transaction callbacks, and when preloaded the shared memory
+ * hooks.
+ */
 void
-OutboxGapInit(void)
+OutboxGapInit(bool preloaded)
 {
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = obx_gap_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = obx_gap_startup;
+	if (preloaded)
+	{
+		prev_shmem_request_hook = shmem_request_hook;
+		shmem_request_hook = obx_gap_request;
+		prev_shmem_startup_hook = shmem_startup_hook;
+		shmem_startup_hook = obx_gap_startup;
+	}
 	RegisterXactCallback(obx_gap_xact, NULL);
 	RegisterSubXactCallback(obx_gap_subxact, NULL);
 }
@@ -128,7 +154,19 @@ GapBegin(void)
 {
 	GapSlot    *slot;
 
-	if (gap_slots == NULL || !StreamAvailable())
+	if (gap_slots == NULL)
+	{
+		LOCKTAG		tag;
+
+		/* without preloading: the lock, for the tables that have positions */
+		if (gap_locked || !StreamSchema())
+			return;
+		GAP_LOCK_TAG(tag);
+		(void) LockAcquire(&tag, RowExclusiveLock, true, false);
+		gap_locked = true;
+		return;
+	}
+	if (!StreamAvailable())
 		return;
 	slot = &gap_slots[ObxMyProcNumber];
 	slot->dboid = MyDatabaseId;
@@ -142,6 +180,14 @@ GapBegin(void)
 void
 GapEnd(void)
 {
+	if (gap_locked)
+	{
+		LOCKTAG		tag;
+
+		GAP_LOCK_TAG(tag);
+		gap_locked = false;
+		(void) LockRelease(&tag, RowExclusiveLock, true);
+	}
 	if (!gap_open)
 		return;
 	pg_write_barrier();
@@ -172,4 +218,22 @@ GapHorizon(void)
 			horizon = floor;
 	}
 	return horizon;
+}
+
+/*
+ * Without preloading: a horizon into *horizon, when no append of this
+ * database is in its gap now; false, and nothing taken, when one is (the
+ * caller keeps what it knew).  Never waits.
+ */
+bool
+GapTryHorizon(int64 *horizon)
+{
+	LOCKTAG		tag;
+
+	GAP_LOCK_TAG(tag);
+	if (LockAcquire(&tag, ShareLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+		return false;
+	*horizon = StreamTakePosition();
+	(void) LockRelease(&tag, ShareLock, false);
+	return true;
 }

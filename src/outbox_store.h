@@ -87,6 +87,18 @@ extern void StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 							 ArrayType *payloads, TimestampTz available_at,
 							 text *ordering_key);
 
+/*
+ * A message of alias a in the stream is neither delivered nor dead.  Said
+ * so that it implies nothing about the partial indexes of pending
+ * messages: the planner must read the stream index from the claim
+ * position, never the pending messages from the start of the topic.
+ */
+#define STREAM_PENDING(a) \
+	"pg_catalog.num_nulls(" a ".delivered_at, " a ".dead_at) OPERATOR(pg_catalog.=) 2"
+
+/* where a claim of a topic starts reading its stream (outbox_store_position.c) */
+extern int64 StoreClaimPosition(text *topic, TimestampTz now);
+
 /* claiming (outbox_store_claim.c) */
 extern int	StoreClaimToTuplestore(const ClaimRequest *req, TupleDesc tupdesc,
 								   Tuplestorestate *store);

@@ -78,15 +78,6 @@ static SavedStatement stmt_dead_mark_topic = {
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
-/*
- * A message of alias a in the stream is neither delivered nor dead.  Said
- * so that it implies nothing about the partial indexes of pending
- * messages: the planner must read the stream index from the claim
- * position, never the pending messages from the start of the topic.
- */
-#define STREAM_PENDING(a) \
-	"pg_catalog.num_nulls(" a ".delivered_at, " a ".dead_at) OPERATOR(pg_catalog.=) 2"
-
 static SavedStatement stmt_dead_mark_any = {
 	DEAD_MARK_SET " FOR UPDATE SKIP LOCKED))",
 	SPI_OK_UPDATE,
@@ -429,21 +420,6 @@ static SavedStatement stmt_stream_topics_v15 = {
 	0, {InvalidOid}
 };
 
-/*
- * Where the claim position of a topic can move: its first message at or
- * after position $2 and before the horizon $3 that is neither finished nor
- * deferred.  Run in committed state (SpiExecuteCommitted).
- */
-static SavedStatement stmt_stream_next = {
-	"SELECT c.seq FROM outbox.message c"
-	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.>=) $2"
-	" AND c.seq OPERATOR(pg_catalog.<) $3"
-	" AND NOT c.deferred AND " STREAM_PENDING("c")
-	" ORDER BY c.seq LIMIT 1",
-	SPI_OK_SELECT,
-	3, {TEXTOID, INT8OID, INT8OID}
-};
-
 /* The columns a claim reads, by position in claim_cols */
 typedef enum ClaimColumn
 {
@@ -488,12 +464,7 @@ static void obx_put_message(ClaimSink *sink, Datum *vals, bool *isnull,
 static void obx_list_sink(ClaimSink *sink, List **messages);
 static int	obx_sink_rows(ClaimSink *sink, int ncols, int *dead);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
-static int64 obx_stream_position(text *topic, TimestampTz now);
-
-/* how often a topic's claim position is searched anew */
-#define STREAM_SEARCH_INTERVAL	(5 * USECS_PER_SEC / 1000)
 static bool obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions);
-static int64 obx_claim_position(text *topic, TimestampTz now);
 
 /*
  * Copy the fields delivery needs out of a claimed row, in the current
@@ -641,7 +612,7 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	if (stream && req->topic)
 	{
 		claim = &stmt_claim_stream;
-		args[6] = Int64GetDatum(obx_claim_position(req->topic, req->now));
+		args[6] = Int64GetDatum(StoreClaimPosition(req->topic, req->now));
 	}
 	else if (stream)
 	{
@@ -723,7 +694,7 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions)
 		return false;
 
 	for (i = 0; i < n; i++)
-		pos[i] = Int64GetDatum(obx_claim_position(DatumGetTextPP(names[i]), now));
+		pos[i] = Int64GetDatum(StoreClaimPosition(DatumGetTextPP(names[i]), now));
 
 	*topics = PointerGetDatum(construct_array(names, (int) n, TEXTOID,
 											  -1, false, TYPALIGN_INT));
@@ -731,78 +702,6 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions)
 												 sizeof(int64), FLOAT8PASSBYVAL,
 												 TYPALIGN_DOUBLE));
 	return true;
-}
-
-/*
- * The claim position of topic: kept in shared memory when the library is
- * preloaded; otherwise the start of the stream, so that a claim reads the
- * topic's messages from its first one (finished ones included: correct,
- * but slower as the history grows).
- */
-static int64
-obx_claim_position(text *topic, TimestampTz now)
-{
-	return StreamAvailable() ? obx_stream_position(topic, now) : 0;
-}
-
-/*
- * The claim position of topic, moved forward first as far as it may go:
- * over the messages finished or deferred in committed state, up to the
- * horizon of appends in progress (see outbox_stream.c).  The horizon is
- * taken before the snapshot of that search, so every message below it is
- * visible to the search or never will be.  The search runs at most every
- * STREAM_SEARCH_INTERVAL per topic: claims in between start from the
- * position found last, and step over the few messages finished since.
- * Called in an SPI connection.
- */
-static int64
-obx_stream_position(text *topic, TimestampTz now)
-{
-	TimestampTz searched;
-	int64		position = StreamPositionGet(topic, &searched);
-	int64		horizon;
-	int64		taken;
-	int64		next;
-	bool		forward = true;
-	Datum		args[3];
-
-	PreventCommandIfReadOnly("UPDATE");
-
-	/* searched a moment ago: what finished since costs a claim little */
-	if (position > 0 && searched > now - STREAM_SEARCH_INTERVAL &&
-		searched <= now)
-		return position;
-
-	horizon = StreamHorizon(&taken);
-	if (position > taken)
-	{
-		/* the sequence was set back (TRUNCATE ... RESTART IDENTITY, setval) */
-		position = 0;
-		forward = false;
-	}
-	else if (position > horizon)
-	{
-		/*
-		 * An append is taking a position and the horizon knows only a floor
-		 * of it: the position kept is still right, the search waits.
-		 */
-		return position;
-	}
-	args[0] = PointerGetDatum(topic);
-	args[1] = Int64GetDatum(position);
-	args[2] = Int64GetDatum(horizon);
-	if (SpiExecuteCommitted(&stmt_stream_next, args, NULL, 1) > 0)
-	{
-		bool		isnull;
-
-		next = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 1, &isnull));
-		SPI_freetuptable(SPI_tuptable);
-	}
-	else
-		next = horizon;
-	StreamPositionSet(topic, next, forward);
-	return next;
 }
 
 /*
@@ -873,7 +772,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = TimestampTzGetDatum(req->now);
 		args[5] = Int32GetDatum(req->max_attempts);
-		args[6] = Int64GetDatum(obx_claim_position(req->topic, req->now));
+		args[6] = Int64GetDatum(StoreClaimPosition(req->topic, req->now));
 
 		/* candidates that turn out dead do not count, as in obx_claim */
 		n = 0;

@@ -32,11 +32,12 @@ extern int64 StreamTakePosition(void);
 extern int64 StreamFloor(void);
 
 /* appends between taking a position and inserting their row (outbox_gap.c) */
-extern void OutboxGapInit(void);
+extern void OutboxGapInit(bool preloaded);
 extern bool GapAvailable(void);
 extern void GapBegin(void);
 extern void GapEnd(void);
 extern int64 GapHorizon(void);
+extern bool GapTryHorizon(int64 *horizon);
 
 /* the first position an append still in progress may commit at */
 extern int64 StreamHorizon(int64 *taken);

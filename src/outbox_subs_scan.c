@@ -3,7 +3,9 @@
  * outbox_subs_scan.c
  *		A topic's stream read with a dirty snapshot, for the claims of
  *		named subscriptions: which messages in a range of positions have
- *		committed, and which are still being appended.
+ *		committed, and which are still being appended; and for the claim
+ *		position of a server that does not preload the library, the first
+ *		append in progress.
  *
  * An MVCC snapshot cannot tell an append in progress from a position
  * that was never used (it belongs to another topic, or rolled back); a
@@ -23,6 +25,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/skey.h"
 #include "access/stratnum.h"
@@ -177,6 +180,52 @@ SubsReadStream(text *topic, int64 from, int64 upto, int max_fresh,
 	}
 	obx_scan_close(&s);
 	return n;
+}
+
+/*
+ * The first position of topic from from up to upto (exclusive) whose
+ * message is still being appended, or written by this very transaction
+ * (its own changes are visible to the dirty snapshot, and undone if it
+ * rolls back); upto when there is none.  Every version a position shows
+ * must be so.
+ */
+int64
+StreamFirstInProgress(text *topic, int64 from, int64 upto)
+{
+	StreamScan	s;
+	int64		seq;
+	int64		current = -1;	/* the position whose versions are read */
+	bool		in_progress;
+	bool		all_in_progress = false;
+
+	if (from >= upto)
+		return upto;
+	obx_scan_open(&s, topic);
+	obx_scan_range(&s, from, upto);
+	while (obx_scan_next(&s, &seq, &in_progress))
+	{
+		if (!in_progress)
+		{
+			bool		should_free;
+			HeapTuple	tuple = ExecFetchSlotHeapTuple(s.slot, false, &should_free);
+
+			in_progress = TransactionIdIsCurrentTransactionId(
+				HeapTupleHeaderGetRawXmin(tuple->t_data));
+			if (should_free)
+				heap_freetuple(tuple);
+		}
+		if (seq != current)
+		{
+			if (current >= 0 && all_in_progress)
+				break;
+			current = seq;
+			all_in_progress = in_progress;
+		}
+		else
+			all_in_progress = all_in_progress && in_progress;
+	}
+	obx_scan_close(&s);
+	return (current >= 0 && all_in_progress) ? current : upto;
 }
 
 /*

@@ -1,0 +1,246 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_store_position.c
+ *		Where a claim of a topic starts reading its stream: the claim
+ *		position, moved forward first as far as it may go.
+ *
+ * A position moves over the messages finished or deferred in committed
+ * state, and never past an append that may still commit below it (see
+ * outbox_stream.c).  When the library is preloaded, the positions live in
+ * shared memory and the horizon of appends in progress comes from every
+ * backend's record there.
+ *
+ * A server that does not preload the library has no shared memory: each
+ * backend keeps the positions of the topics it claims itself.  It moves
+ * one only when no append of the database is between taking a position
+ * and inserting its row (GapTryHorizon; else it keeps the one it has), and
+ * only up to the first message still being appended, which a dirty
+ * snapshot sees (StreamFirstInProgress): an append that holds its
+ * transaction open, or a prepared one, holds the position back until it
+ * ends, and nothing is ever read past.  A backend's first claim of a topic
+ * reads the topic from its first message kept; the ones after step over
+ * what finished since.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "outbox.h"
+#include "outbox_spi.h"
+#include "outbox_store.h"
+#include "outbox_stream.h"
+#include "outbox_subs.h"
+
+/* how often a topic's claim position is searched anew */
+#define STREAM_SEARCH_INTERVAL	(5 * USECS_PER_SEC / 1000)
+
+/* the positions a backend keeps without preloading, at most */
+#define LOCAL_MAX_POSITIONS		256
+
+/* the longest topic in bytes (as outbox_stream.c), and its terminator */
+#define LOCAL_TOPIC_BYTES		(OUTBOX_NAME_MAX_CHARS * MAX_MULTIBYTE_CHAR_LEN + 1)
+
+typedef struct LocalPosition
+{
+	char		topic[LOCAL_TOPIC_BYTES];	/* the hash key */
+	int64		position;
+	TimestampTz searched;
+} LocalPosition;
+
+static HTAB *local_positions = NULL;
+static Oid	local_relid = InvalidOid;	/* the outbox.message they are of */
+
+/*
+ * Where the claim position of a topic can move: its first message at or
+ * after position $2 and before the horizon $3 that is neither finished nor
+ * deferred.  Run in committed state (SpiExecuteCommitted).
+ */
+static SavedStatement stmt_stream_next = {
+	"SELECT c.seq FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.>=) $2"
+	" AND c.seq OPERATOR(pg_catalog.<) $3"
+	" AND NOT c.deferred AND " STREAM_PENDING("c")
+	" ORDER BY c.seq LIMIT 1",
+	SPI_OK_SELECT,
+	3, {TEXTOID, INT8OID, INT8OID}
+};
+
+static int64 obx_shared_position(text *topic, TimestampTz now);
+static int64 obx_local_position(text *topic, TimestampTz now);
+static int64 obx_search(text *topic, int64 position, int64 horizon);
+static LocalPosition *obx_local_entry(text *topic);
+
+/*
+ * The claim position of topic, moved forward first: shared when the
+ * library is preloaded, this backend's own otherwise; 0 (the start of the
+ * stream) for the tables of 1.0 and 1.1, which have none.  Called in an
+ * SPI connection.
+ */
+int64
+StoreClaimPosition(text *topic, TimestampTz now)
+{
+	if (StreamAvailable())
+		return obx_shared_position(topic, now);
+	if (StreamSchema())
+		return obx_local_position(topic, now);
+	return 0;
+}
+
+/*
+ * The first message at or after position and before horizon that is not
+ * finished nor deferred in committed state; horizon when there is none.
+ */
+static int64
+obx_search(text *topic, int64 position, int64 horizon)
+{
+	Datum		args[3];
+	int64		next = horizon;
+
+	args[0] = PointerGetDatum(topic);
+	args[1] = Int64GetDatum(position);
+	args[2] = Int64GetDatum(horizon);
+	if (SpiExecuteCommitted(&stmt_stream_next, args, NULL, 1) > 0)
+	{
+		bool		isnull;
+
+		next = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull));
+		SPI_freetuptable(SPI_tuptable);
+	}
+	return next;
+}
+
+/*
+ * The shared claim position of topic, moved forward as far as it may go,
+ * up to the horizon of appends in progress (see outbox_stream.c).  The
+ * horizon is taken before the snapshot of that search, so every message
+ * below it is visible to the search or never will be.  The search runs at
+ * most every STREAM_SEARCH_INTERVAL per topic: claims in between start
+ * from the position found last, and step over the few messages finished
+ * since.
+ */
+static int64
+obx_shared_position(text *topic, TimestampTz now)
+{
+	TimestampTz searched;
+	int64		position = StreamPositionGet(topic, &searched);
+	int64		horizon;
+	int64		taken;
+	int64		next;
+	bool		forward = true;
+
+	PreventCommandIfReadOnly("UPDATE");
+
+	/* searched a moment ago: what finished since costs a claim little */
+	if (position > 0 && searched > now - STREAM_SEARCH_INTERVAL &&
+		searched <= now)
+		return position;
+
+	horizon = StreamHorizon(&taken);
+	if (position > taken)
+	{
+		/* the sequence was set back (TRUNCATE ... RESTART IDENTITY, setval) */
+		position = 0;
+		forward = false;
+	}
+	else if (position > horizon)
+	{
+		/*
+		 * An append is taking a position and the horizon knows only a floor
+		 * of it: the position kept is still right, the search waits.
+		 */
+		return position;
+	}
+	next = obx_search(topic, position, horizon);
+	StreamPositionSet(topic, next, forward);
+	return next;
+}
+
+/*
+ * This backend's claim position of topic, moved forward as far as it may
+ * go.  A first search bounds the dirty read for appends in progress (which
+ * reads every message up to its end); the search that counts comes after
+ * that read: a message the read saw committed is visible to it, and one
+ * that committed after the first search's snapshot but before the read
+ * cannot be passed over unseen.
+ */
+static int64
+obx_local_position(text *topic, TimestampTz now)
+{
+	LocalPosition *p;
+	int64		horizon;
+	int64		upto;
+
+	PreventCommandIfReadOnly("UPDATE");
+
+	p = obx_local_entry(topic);
+	if (p == NULL)
+		return 0;
+	if (p->position > 0 && p->searched > now - STREAM_SEARCH_INTERVAL &&
+		p->searched <= now)
+		return p->position;
+
+	/* an append is in its gap: keep the position, search next time */
+	if (!GapTryHorizon(&horizon))
+		return p->position;
+	if (p->position > horizon)
+		p->position = 0;		/* the sequence was set back */
+
+	upto = obx_search(topic, p->position, horizon);
+	upto = StreamFirstInProgress(topic, p->position, upto);
+	p->position = obx_search(topic, p->position, upto);
+	p->searched = now;
+	return p->position;
+}
+
+/*
+ * This backend's entry for topic, made with position 0 when missing; NULL
+ * for a topic too long to be one.  A new outbox.message (the extension
+ * made anew) forgets them all, and so does a full table.
+ */
+static LocalPosition *
+obx_local_entry(text *topic)
+{
+	char		key[LOCAL_TOPIC_BYTES];
+	int			len = VARSIZE_ANY_EXHDR(topic);
+	Oid			relid = StreamMessageRelid();
+	LocalPosition *p;
+	bool		found;
+
+	if (len >= LOCAL_TOPIC_BYTES)
+		return NULL;
+	if (local_positions != NULL &&
+		(relid != local_relid ||
+		 hash_get_num_entries(local_positions) >= LOCAL_MAX_POSITIONS))
+	{
+		hash_destroy(local_positions);
+		local_positions = NULL;
+	}
+	if (local_positions == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = LOCAL_TOPIC_BYTES;
+		ctl.entrysize = sizeof(LocalPosition);
+		ctl.hcxt = TopMemoryContext;
+		local_positions = hash_create("outbox claim positions", 16, &ctl,
+									  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		local_relid = relid;
+	}
+	memset(key, 0, sizeof(key));
+	memcpy(key, VARDATA_ANY(topic), len);
+	p = hash_search(local_positions, key, HASH_ENTER, &found);
+	if (!found)
+	{
+		p->position = 0;
+		p->searched = DT_NOBEGIN;
+	}
+	return p;
+}

@@ -203,4 +203,24 @@ SELECT v.stmt, regress.err(v.stmt)
                ($$SELECT count(*) FROM outbox.complete_and_claim(ARRAY[regress.id(6)], 'a', 'cc', 1, 9)$$)) AS v(stmt);
 SELECT regress.state() = :'before' AS unchanged;
 
+-- a message leased for long holds its topic's claim position back only for
+-- a second: then a claim makes it deferred (its lease, owner and attempts
+-- as they were), the claims of the topic read past it, and a later message
+-- of its key still waits for it
+SELECT regress.reset();
+SELECT count(outbox.append('long', 'evt.lease.v1', to_jsonb(n), regress.id(n), NULL,
+                           CASE WHEN n IN (1, 3) THEN 'k' END))
+  FROM generate_series(1, 4) AS n;
+SELECT id, attempts FROM outbox.claim('sleeper', 'long', 1, 3600);
+SELECT id FROM outbox.claim('w', 'long', 1, 30);
+SELECT pg_sleep(1.1);
+SELECT id FROM outbox.claim('w', 'long', 5, 30);
+SELECT id, deferred, lease_owner, attempts, leased_until > now() + interval '59 min' AS long_lease,
+       delivered_at IS NOT NULL AS delivered
+  FROM outbox.message ORDER BY seq;
+-- its owner completes it: the key's next message is handed out
+SELECT outbox.complete(regress.id(1), 'sleeper') AS completed;
+SELECT id FROM outbox.claim('w', 'long', 5, 30);
+SELECT id, deferred, delivered_at IS NOT NULL AS delivered FROM outbox.message WHERE id = regress.id(1);
+
 RESET TimeZone;

@@ -711,7 +711,7 @@ StoreNextDue(text *topic, TimestampTz now)
 	args[0] = PointerGetDatum(topic);
 	args[1] = TimestampTzGetDatum(now);
 	args[2] = Int64GetDatum(StreamAvailable() ?
-							StreamPositionGet(topic, &searched) : 0);
+							StreamPositionGet(topic, &searched, NULL) : 0);
 	if (!SpiRunFirstRow(stream ? &stmt_next_due_stream : &stmt_next_due,
 						args, NULL, &next, &isnull, 1) ||
 		isnull)

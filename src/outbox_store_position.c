@@ -10,6 +10,16 @@
  * shared memory and the horizon of appends in progress comes from every
  * backend's record there.
  *
+ * A leased message holds the position back until it is finished, and
+ * every claim meanwhile reads the messages finished after it.  When the
+ * position has not moved for STREAM_STUCK_INTERVAL and the message there
+ * stays leased for longer still (a lease of an hour, a consumer that
+ * extends it, or one that crashed), the claim makes it deferred: it is
+ * found by its available_at among the deferred messages from then on, as
+ * a failed one is, due again once its lease ends, and once that change
+ * commits the position moves past it.  Its lease, attempts and owner are
+ * unchanged, and a key's later messages still wait for it.
+ *
  * A server that does not preload the library has no shared memory: each
  * backend keeps the positions of the topics it claims itself.  It moves
  * one only when no append of the database is between taking a position
@@ -41,6 +51,9 @@
 /* how often a topic's claim position is searched anew */
 #define STREAM_SEARCH_INTERVAL	(5 * USECS_PER_SEC / 1000)
 
+/* how long a position held by a leased message waits before deferring it */
+#define STREAM_STUCK_INTERVAL	USECS_PER_SEC
+
 /* the positions a backend keeps without preloading, at most */
 #define LOCAL_MAX_POSITIONS		256
 
@@ -52,6 +65,7 @@ typedef struct LocalPosition
 	char		topic[LOCAL_TOPIC_BYTES];	/* the hash key */
 	int64		position;
 	TimestampTz searched;
+	TimestampTz moved;
 } LocalPosition;
 
 static HTAB *local_positions = NULL;
@@ -72,6 +86,24 @@ static SavedStatement stmt_stream_next = {
 	3, {TEXTOID, INT8OID, INT8OID}
 };
 
+/*
+ * The message at position $2 of topic $1 when it is still pending, fresh,
+ * and leased beyond $3: deferred, its lease left as it is.  Skipped when
+ * another transaction holds it (its owner completing it, say).
+ */
+static SavedStatement stmt_defer_leased = {
+	"UPDATE outbox.message m SET deferred = true"
+	" WHERE m.ctid OPERATOR(pg_catalog.=) (SELECT c.ctid FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.=) $2"
+	" AND NOT c.deferred AND " STREAM_PENDING("c")
+	" AND c.leased_until OPERATOR(pg_catalog.>) $3"
+	" FOR UPDATE SKIP LOCKED)",
+	SPI_OK_UPDATE,
+	3, {TEXTOID, INT8OID, TIMESTAMPTZOID}
+};
+
+static void obx_unstick(text *topic, int64 position, TimestampTz moved,
+						TimestampTz now);
 static int64 obx_shared_position(text *topic, TimestampTz now);
 static int64 obx_local_position(text *topic, TimestampTz now);
 static int64 obx_search(text *topic, int64 position, int64 horizon);
@@ -118,6 +150,23 @@ obx_search(text *topic, int64 position, int64 horizon)
 }
 
 /*
+ * The position of topic has not moved since moved: if that is long enough
+ * ago, defer the message there when it stays leased for long still.
+ */
+static void
+obx_unstick(text *topic, int64 position, TimestampTz moved, TimestampTz now)
+{
+	Datum		args[3];
+
+	if (moved > now - STREAM_STUCK_INTERVAL)
+		return;
+	args[0] = PointerGetDatum(topic);
+	args[1] = Int64GetDatum(position);
+	args[2] = TimestampTzGetDatum(now + STREAM_STUCK_INTERVAL);
+	(void) SpiExecute(&stmt_defer_leased, args, NULL, false, 0);
+}
+
+/*
  * The shared claim position of topic, moved forward as far as it may go,
  * up to the horizon of appends in progress (see outbox_stream.c).  The
  * horizon is taken before the snapshot of that search, so every message
@@ -130,7 +179,8 @@ static int64
 obx_shared_position(text *topic, TimestampTz now)
 {
 	TimestampTz searched;
-	int64		position = StreamPositionGet(topic, &searched);
+	TimestampTz moved;
+	int64		position = StreamPositionGet(topic, &searched, &moved);
 	int64		horizon;
 	int64		taken;
 	int64		next;
@@ -160,6 +210,8 @@ obx_shared_position(text *topic, TimestampTz now)
 	}
 	next = obx_search(topic, position, horizon);
 	StreamPositionSet(topic, next, forward);
+	if (next == position && next < horizon)
+		obx_unstick(topic, next, moved, now);
 	return next;
 }
 
@@ -177,6 +229,7 @@ obx_local_position(text *topic, TimestampTz now)
 	LocalPosition *p;
 	int64		horizon;
 	int64		upto;
+	int64		next;
 
 	PreventCommandIfReadOnly("UPDATE");
 
@@ -195,9 +248,16 @@ obx_local_position(text *topic, TimestampTz now)
 
 	upto = obx_search(topic, p->position, horizon);
 	upto = StreamFirstInProgress(topic, p->position, upto);
-	p->position = obx_search(topic, p->position, upto);
+	next = obx_search(topic, p->position, upto);
 	p->searched = now;
-	return p->position;
+	if (next != p->position)
+	{
+		p->position = next;
+		p->moved = now;
+	}
+	else if (next < upto)
+		obx_unstick(topic, next, p->moved, now);
+	return next;
 }
 
 /*
@@ -241,6 +301,7 @@ obx_local_entry(text *topic)
 	{
 		p->position = 0;
 		p->searched = DT_NOBEGIN;
+		p->moved = GetCurrentTimestamp();
 	}
 	return p;
 }

@@ -116,6 +116,7 @@ typedef struct StreamPosition
 	int64		position;
 	TimestampTz used;
 	TimestampTz searched;		/* when a claim last searched how far it may move */
+	TimestampTz moved;			/* when it last moved */
 } StreamPosition;
 
 /*
@@ -660,16 +661,19 @@ obx_key(StreamKey *key, text *topic)
 
 /*
  * The claim position of topic, 0 when none is kept; *searched says when it
- * was last searched (DT_NOBEGIN: never).
+ * was last searched, and *moved (unless NULL) when it last moved
+ * (DT_NOBEGIN: never).
  */
 int64
-StreamPositionGet(text *topic, TimestampTz *searched)
+StreamPositionGet(text *topic, TimestampTz *searched, TimestampTz *moved)
 {
 	StreamKey	key;
 	StreamPosition *p;
 	int64		position = 0;
 
 	*searched = DT_NOBEGIN;
+	if (moved)
+		*moved = DT_NOBEGIN;
 	if (!StreamAvailable() || !obx_key(&key, topic))
 		return 0;
 	LWLockAcquire(stream_shared->position_lock, LW_SHARED);
@@ -678,6 +682,8 @@ StreamPositionGet(text *topic, TimestampTz *searched)
 	{
 		position = p->position;
 		*searched = p->searched;
+		if (moved)
+			*moved = p->moved;
 	}
 	LWLockRelease(stream_shared->position_lock);
 	return position;
@@ -708,11 +714,15 @@ StreamPositionSet(text *topic, int64 position, bool only_forward)
 			LWLockRelease(stream_shared->position_lock);
 			return;
 		}
-		p->position = 0;
-	}
-	if (!only_forward || position > p->position)
 		p->position = position;
+		p->moved = GetCurrentTimestamp();
+	}
 	p->used = p->searched = GetCurrentTimestamp();
+	if ((!only_forward || position > p->position) && position != p->position)
+	{
+		p->position = position;
+		p->moved = p->used;
+	}
 	LWLockRelease(stream_shared->position_lock);
 }
 

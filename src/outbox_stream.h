@@ -43,7 +43,8 @@ extern bool GapTryHorizon(int64 *horizon);
 extern int64 StreamHorizon(int64 *taken);
 
 /* a topic's claim position, 0 when none is kept, and when it last moved */
-extern int64 StreamPositionGet(text *topic, TimestampTz *searched);
+extern int64 StreamPositionGet(text *topic, TimestampTz *searched,
+								 TimestampTz *moved);
 extern void StreamPositionSet(text *topic, int64 position, bool only_forward);
 
 #endif							/* OUTBOX_STREAM_H */

@@ -5,10 +5,17 @@
  *		position, moved forward first as far as it may go.
  *
  * A position moves over the messages finished or deferred in committed
- * state, and never past an append that may still commit below it (see
- * outbox_stream.c).  When the library is preloaded, the positions live in
- * shared memory and the horizon of appends in progress comes from every
- * backend's record there.
+ * state, and never past an append that may still commit below it: not
+ * past the gap horizon (no append below it is still between taking its
+ * position and inserting its row), and not past the first message still
+ * being appended, which the dirty snapshot of that read sees
+ * (StreamAdvance).
+ * An append left open in a transaction, or a prepared one (also one
+ * prepared before a restart), holds the position back until it ends; a
+ * prepared transaction that appended nothing holds nothing back.
+ *
+ * When the library is preloaded, the positions live in shared memory and
+ * the gap horizon comes from every backend's slot there (GapHorizon).
  *
  * A leased message holds the position back until it is finished, and
  * every claim meanwhile reads the messages finished after it.  When the
@@ -21,15 +28,11 @@
  * unchanged, and a key's later messages still wait for it.
  *
  * A server that does not preload the library has no shared memory: each
- * backend keeps the positions of the topics it claims itself.  It moves
+ * backend keeps the positions of the topics it claims itself, and moves
  * one only when no append of the database is between taking a position
- * and inserting its row (GapTryHorizon; else it keeps the one it has), and
- * only up to the first message still being appended, which a dirty
- * snapshot sees (StreamFirstInProgress): an append that holds its
- * transaction open, or a prepared one, holds the position back until it
- * ends, and nothing is ever read past.  A backend's first claim of a topic
- * reads the topic from its first message kept; the ones after step over
- * what finished since.
+ * and inserting its row (GapTryHorizon; else it keeps the one it has).  A
+ * backend's first claim of a topic reads the topic from its first message
+ * kept; the ones after step over what finished since.
  *
  *-------------------------------------------------------------------------
  */
@@ -72,21 +75,6 @@ static HTAB *local_positions = NULL;
 static Oid	local_relid = InvalidOid;	/* the outbox.message they are of */
 
 /*
- * Where the claim position of a topic can move: its first message at or
- * after position $2 and before the horizon $3 that is neither finished nor
- * deferred.  Run in committed state (SpiExecuteCommitted).
- */
-static SavedStatement stmt_stream_next = {
-	"SELECT c.seq FROM outbox.message c"
-	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.>=) $2"
-	" AND c.seq OPERATOR(pg_catalog.<) $3"
-	" AND NOT c.deferred AND " STREAM_PENDING("c")
-	" ORDER BY c.seq LIMIT 1",
-	SPI_OK_SELECT,
-	3, {TEXTOID, INT8OID, INT8OID}
-};
-
-/*
  * The message at position $2 of topic $1 when it is still pending, fresh,
  * and leased beyond $3: deferred, its lease left as it is.  Skipped when
  * another transaction holds it (its owner completing it, say).
@@ -106,7 +94,6 @@ static void obx_unstick(text *topic, int64 position, TimestampTz moved,
 						TimestampTz now);
 static int64 obx_shared_position(text *topic, TimestampTz now);
 static int64 obx_local_position(text *topic, TimestampTz now);
-static int64 obx_search(text *topic, int64 position, int64 horizon);
 static LocalPosition *obx_local_entry(text *topic);
 
 /*
@@ -123,30 +110,6 @@ StoreClaimPosition(text *topic, TimestampTz now)
 	if (StreamSchema())
 		return obx_local_position(topic, now);
 	return 0;
-}
-
-/*
- * The first message at or after position and before horizon that is not
- * finished nor deferred in committed state; horizon when there is none.
- */
-static int64
-obx_search(text *topic, int64 position, int64 horizon)
-{
-	Datum		args[3];
-	int64		next = horizon;
-
-	args[0] = PointerGetDatum(topic);
-	args[1] = Int64GetDatum(position);
-	args[2] = Int64GetDatum(horizon);
-	if (SpiExecuteCommitted(&stmt_stream_next, args, NULL, 1) > 0)
-	{
-		bool		isnull;
-
-		next = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 1, &isnull));
-		SPI_freetuptable(SPI_tuptable);
-	}
-	return next;
 }
 
 /*
@@ -167,13 +130,11 @@ obx_unstick(text *topic, int64 position, TimestampTz moved, TimestampTz now)
 }
 
 /*
- * The shared claim position of topic, moved forward as far as it may go,
- * up to the horizon of appends in progress (see outbox_stream.c).  The
- * horizon is taken before the snapshot of that search, so every message
- * below it is visible to the search or never will be.  The search runs at
- * most every STREAM_SEARCH_INTERVAL per topic: claims in between start
- * from the position found last, and step over the few messages finished
- * since.
+ * The shared claim position of topic, moved forward as far as it may go.
+ * The gap horizon is taken before the reads, so every message below it is
+ * in the stream index, or never will be.  The search runs at most every
+ * STREAM_SEARCH_INTERVAL per topic: claims in between start from the
+ * position found last, and step over the few messages finished since.
  */
 static int64
 obx_shared_position(text *topic, TimestampTz now)
@@ -193,7 +154,8 @@ obx_shared_position(text *topic, TimestampTz now)
 		searched <= now)
 		return position;
 
-	horizon = StreamHorizon(&taken);
+	horizon = GapHorizon();
+	taken = StreamFloor() - 1;	/* the position GapHorizon took */
 	if (position > taken)
 	{
 		/* the sequence was set back (TRUNCATE ... RESTART IDENTITY, setval) */
@@ -208,27 +170,19 @@ obx_shared_position(text *topic, TimestampTz now)
 		 */
 		return position;
 	}
-	next = obx_search(topic, position, horizon);
+	next = StreamAdvance(topic, position, horizon);
 	StreamPositionSet(topic, next, forward);
 	if (next == position && next < horizon)
 		obx_unstick(topic, next, moved, now);
 	return next;
 }
 
-/*
- * This backend's claim position of topic, moved forward as far as it may
- * go.  A first search bounds the dirty read for appends in progress (which
- * reads every message up to its end); the search that counts comes after
- * that read: a message the read saw committed is visible to it, and one
- * that committed after the first search's snapshot but before the read
- * cannot be passed over unseen.
- */
+/* This backend's claim position of topic, moved forward as far as it may go. */
 static int64
 obx_local_position(text *topic, TimestampTz now)
 {
 	LocalPosition *p;
 	int64		horizon;
-	int64		upto;
 	int64		next;
 
 	PreventCommandIfReadOnly("UPDATE");
@@ -246,16 +200,14 @@ obx_local_position(text *topic, TimestampTz now)
 	if (p->position > horizon)
 		p->position = 0;		/* the sequence was set back */
 
-	upto = obx_search(topic, p->position, horizon);
-	upto = StreamFirstInProgress(topic, p->position, upto);
-	next = obx_search(topic, p->position, upto);
+	next = StreamAdvance(topic, p->position, horizon);
 	p->searched = now;
 	if (next != p->position)
 	{
 		p->position = next;
 		p->moved = now;
 	}
-	else if (next < upto)
+	else if (next < horizon)
 		obx_unstick(topic, next, p->moved, now);
 	return next;
 }

@@ -3,9 +3,8 @@
  * outbox_subs_scan.c
  *		A topic's stream read with a dirty snapshot, for the claims of
  *		named subscriptions: which messages in a range of positions have
- *		committed, and which are still being appended; and for the claim
- *		position of a server that does not preload the library, the first
- *		append in progress.
+ *		committed, and which are still being appended; and how far a claim
+ *		position of a topic may move.
  *
  * An MVCC snapshot cannot tell an append in progress from a position
  * that was never used (it belongs to another topic, or rolled back); a
@@ -183,49 +182,83 @@ SubsReadStream(text *topic, int64 from, int64 upto, int max_fresh,
 }
 
 /*
- * The first position of topic from from up to upto (exclusive) whose
- * message is still being appended, or written by this very transaction
- * (its own changes are visible to the dirty snapshot, and undone if it
- * rolls back); upto when there is none.  Every version a position shows
- * must be so.
+ * Whether the version the scan shows now was written by a transaction in
+ * progress, this very one included (its own changes are visible to a dirty
+ * snapshot, and undone if it rolls back).
+ */
+static bool
+obx_uncommitted(StreamScan *s)
+{
+	bool		should_free;
+	HeapTuple	tuple;
+	bool		own;
+
+	if (TransactionIdIsValid(s->dirty.xmin))
+		return true;
+	tuple = ExecFetchSlotHeapTuple(s->slot, false, &should_free);
+	own = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple->t_data));
+	if (should_free)
+		heap_freetuple(tuple);
+	return own;
+}
+
+/*
+ * How far a claim position of topic may move from from, below upto: to the
+ * first position whose message is not finished nor deferred in committed
+ * state, or is still being appended (or written by this transaction);
+ * upto when every message in between is passed.  One read, with a dirty
+ * snapshot: a position shows its last committed version (finished stays
+ * finished or becomes deferred, never due again in the stream) and the
+ * version of a transaction in progress that changes it, if any.
  */
 int64
-StreamFirstInProgress(text *topic, int64 from, int64 upto)
+StreamAdvance(text *topic, int64 from, int64 upto)
 {
 	StreamScan	s;
+	AttrNumber	att_delivered;
+	AttrNumber	att_dead;
+	AttrNumber	att_deferred;
 	int64		seq;
 	int64		current = -1;	/* the position whose versions are read */
+	bool		passed = false; /* its committed version is finished */
 	bool		in_progress;
-	bool		all_in_progress = false;
 
 	if (from >= upto)
 		return upto;
 	obx_scan_open(&s, topic);
+	att_delivered = get_attnum(RelationGetRelid(s.heap), "delivered_at");
+	att_dead = get_attnum(RelationGetRelid(s.heap), "dead_at");
+	att_deferred = get_attnum(RelationGetRelid(s.heap), "deferred");
 	obx_scan_range(&s, from, upto);
 	while (obx_scan_next(&s, &seq, &in_progress))
 	{
-		if (!in_progress)
-		{
-			bool		should_free;
-			HeapTuple	tuple = ExecFetchSlotHeapTuple(s.slot, false, &should_free);
-
-			in_progress = TransactionIdIsCurrentTransactionId(
-				HeapTupleHeaderGetRawXmin(tuple->t_data));
-			if (should_free)
-				heap_freetuple(tuple);
-		}
 		if (seq != current)
 		{
-			if (current >= 0 && all_in_progress)
+			if (current >= 0 && !passed)
 				break;
 			current = seq;
-			all_in_progress = in_progress;
+			passed = false;
 		}
-		else
-			all_in_progress = all_in_progress && in_progress;
+		if (!obx_uncommitted(&s))
+		{
+			bool		isnull;
+			bool		deferred;
+
+			deferred = DatumGetBool(slot_getattr(s.slot, att_deferred, &isnull));
+			(void) slot_getattr(s.slot, att_delivered, &isnull);
+			if (!isnull || deferred)
+				passed = true;
+			else
+			{
+				(void) slot_getattr(s.slot, att_dead, &isnull);
+				passed = !isnull;
+			}
+		}
 	}
 	obx_scan_close(&s);
-	return (current >= 0 && all_in_progress) ? current : upto;
+	if (current >= 0 && !passed)
+		return current;
+	return upto;
 }
 
 /*

@@ -150,6 +150,40 @@ is(drain('tp', 10), 'across a restart', 'the message prepared before the restart
 is(drain('tp', 10), '', 'and nothing else is left');
 
 #
+# A prepared transaction that appended nothing (XA, JTA), still open
+# across a restart, holds no claim position back: claims read from their
+# position, not the topic's history.
+#
+$node->safe_psql('app', q{
+	BEGIN;
+	CREATE TABLE public.xa_unrelated (i integer);
+	PREPARE TRANSACTION 'unrelated';
+});
+$node->safe_psql('app', q{
+	SELECT outbox.append_batch('up', 'evt.up.v1', array_agg(jsonb_build_object('n', g) ORDER BY g))
+	  FROM generate_series(1, 2000) g});
+$node->restart;
+my $upworker = $node->background_psql('app');
+my $up_sql = q{
+	WITH c AS (SELECT * FROM outbox.claim('w', 'up', 50, 30))
+	SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
+my $up_claims = 0;
+for my $round (1 .. 39)
+{
+	$up_claims++ if $upworker->query_safe($up_sql) eq '50';
+}
+$upworker->query_safe('SELECT pg_stat_force_next_flush()');
+my $up_before = index_reads();
+$up_claims++ if $upworker->query_safe($up_sql) eq '50';
+$upworker->query_safe('SELECT pg_stat_force_next_flush()');
+my $up_reads = index_reads() - $up_before;
+$upworker->quit;
+is($up_claims, 40, 'with an unrelated prepared transaction open across a restart, every claim found a full batch');
+cmp_ok($up_reads, '<', 400,
+	"and the last claim, after 1,950 messages finished, read $up_reads index entries");
+$node->safe_psql('app', q{ROLLBACK PREPARED 'unrelated'});
+
+#
 # A backend killed in the middle of a transaction that appended: the
 # postmaster restarts every process and empties shared memory; the
 # messages committed before are all claimed once, the lost ones never.

@@ -488,8 +488,16 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	got = obx_claim_holes(sub, req, lease_end, want, sink, &keyed);
 	SubsFrontierRead(&f, DatumGetInt32(sub));
 
-	/* after the lock: below the horizon every append has its row in */
-	horizon = Min(GapHorizon(), f.limit);
+	/*
+	 * After the lock: below the horizon every append has its row in.  Each
+	 * call of GapHorizon takes a new position, so it is called once, not
+	 * inside Min, which evaluates the smaller of its arguments twice: a
+	 * second horizon, taken later, may lie past f.limit, and the claim
+	 * would read on past the range a rolled-back claim left, into ranges
+	 * that other claims read.
+	 */
+	horizon = GapHorizon();
+	horizon = Min(horizon, f.limit);
 	next = f.start;
 	entries = palloc(sizeof(StreamEntry) * (want + SUBS_MAX_HOLES));
 

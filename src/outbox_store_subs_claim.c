@@ -566,9 +566,11 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	 * the frontier's chain and read again if this transaction rolls back.
 	 * Not done yet (SUBS_RELEASE_BEFORE_COMMIT): under load, test
 	 * 142_subscriptions_claim_rollback once saw two claims insert a state
-	 * row for one position.  A likely cause, a scan of the frontier that a
-	 * commit splits (a gap seen where there is none), is handled since
-	 * (obx_settle_rows), but not yet shown to be the one.  The lock is held
+	 * row for one position.  Two causes are fixed since: a claim reading a
+	 * rolled-back range again took a second horizon past its limit (above),
+	 * and a scan of the frontier took for live a row that a claim had
+	 * inserted and deleted, which committed meanwhile (SubsFrontierRead
+	 * reads again a scan that saw a transaction end).  The lock is held
 	 * until the transaction ends, and the claims of a subscription take
 	 * turns as they did in 1.4.
 	 */

@@ -10,12 +10,13 @@
  * The fresh read takes the subscription's lock and reads on from its
  * frontier (outbox_subs_frontier.c), which records each range read: two
  * claimers never read one range of the log, and a range whose claim
- * rolls back is read again.  The lock is held until the transaction ends
- * (SUBS_RELEASE_BEFORE_COMMIT).  Every message read gets a state row: leased at once
- * when it is due and its key's head, else waiting for its available_at
- * or behind its key.  The due read and the look at leases that ran out
- * take no lock: they lease rows that are there, skipping those another
- * claim holds.
+ * rolls back is read again.  A claim whose range holds no ordering key
+ * releases the lock once its rows are in (SUBS_RELEASE_BEFORE_COMMIT);
+ * the others hold it until the transaction ends.  Every message read
+ * gets a state row: leased at once when it is due and its key's head,
+ * else waiting for its available_at or behind its key.  The due read and
+ * the look at leases that ran out take no lock: they lease rows that are
+ * there, skipping those another claim holds.
  *
  * The log is read with a dirty snapshot (outbox_subs_scan.c) below the gap
  * horizon (outbox_gap.c), so the frontier passes appends still in
@@ -60,9 +61,9 @@
 
 /*
  * Whether a claim whose range holds no ordering key lets the next claim of
- * its subscription read on before it commits (see obx_claim_fresh): off.
+ * its subscription read on before it commits (see obx_claim_fresh): on.
  */
-#define SUBS_RELEASE_BEFORE_COMMIT	false
+#define SUBS_RELEASE_BEFORE_COMMIT	true
 
 /* at most this many appends in progress passed over by one read of the log */
 #define SUBS_MAX_HOLES		1000
@@ -562,17 +563,16 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 
 	/*
 	 * Without keys nothing here is decided against the next claim's range,
-	 * so the next claim could read on now, the rows of this claim being in
+	 * so the next claim reads on now, the rows of this claim being in
 	 * the frontier's chain and read again if this transaction rolls back.
-	 * Not done yet (SUBS_RELEASE_BEFORE_COMMIT): under load, test
-	 * 142_subscriptions_claim_rollback once saw two claims insert a state
-	 * row for one position.  Two causes are fixed since: a claim reading a
-	 * rolled-back range again took a second horizon past its limit (above),
-	 * and a scan of the frontier took for live a row that a claim had
-	 * inserted and deleted, which committed meanwhile (SubsFrontierRead
-	 * reads again a scan that saw a transaction end).  The lock is held
-	 * until the transaction ends, and the claims of a subscription take
-	 * turns as they did in 1.4.
+	 * With a key, the next claim must not hand out a later message of that
+	 * key before this transaction has ended, so the lock is kept.  (Under
+	 * load, test 142_subscriptions_claim_rollback once saw two claims
+	 * insert a state row for one position with the lock released early:
+	 * a claim reading a rolled-back range again took a second horizon past
+	 * its limit (above), and a scan of the frontier took for live a row that
+	 * a claim had inserted and deleted, which committed meanwhile; both are
+	 * fixed, see SubsFrontierRead.)
 	 */
 	if (SUBS_RELEASE_BEFORE_COMMIT && !keyed && f.chain)
 		SubsUnlock(DatumGetInt32(sub));

@@ -10,12 +10,13 @@
  * The fresh read takes the subscription's lock and reads on from its
  * frontier (outbox_subs_frontier.c), which records each range read: two
  * claimers never read one range of the log, and a range whose claim
- * rolls back is read again.  The lock is held until the transaction ends
- * (SUBS_RELEASE_BEFORE_COMMIT).  Every message read gets a state row: leased at once
- * when it is due and its key's head, else waiting for its available_at
- * or behind its key.  The due read and the look at leases that ran out
- * take no lock: they lease rows that are there, skipping those another
- * claim holds.
+ * rolls back is read again.  A claim whose range holds no ordering key
+ * releases the lock once its rows are in (SUBS_RELEASE_BEFORE_COMMIT);
+ * the others hold it until the transaction ends.  Every message read
+ * gets a state row: leased at once when it is due and its key's head,
+ * else waiting for its available_at or behind its key.  The due read and
+ * the look at leases that ran out take no lock: they lease rows that are
+ * there, skipping those another claim holds.
  *
  * The log is read with a dirty snapshot (outbox_subs_scan.c) below the gap
  * horizon (outbox_gap.c), so the frontier passes appends still in
@@ -60,9 +61,9 @@
 
 /*
  * Whether a claim whose range holds no ordering key lets the next claim of
- * its subscription read on before it commits (see obx_claim_fresh): off.
+ * its subscription read on before it commits (see obx_claim_fresh): on.
  */
-#define SUBS_RELEASE_BEFORE_COMMIT	false
+#define SUBS_RELEASE_BEFORE_COMMIT	true
 
 /* at most this many appends in progress passed over by one read of the log */
 #define SUBS_MAX_HOLES		1000
@@ -488,8 +489,16 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	got = obx_claim_holes(sub, req, lease_end, want, sink, &keyed);
 	SubsFrontierRead(&f, DatumGetInt32(sub));
 
-	/* after the lock: below the horizon every append has its row in */
-	horizon = Min(GapHorizon(), f.limit);
+	/*
+	 * After the lock: below the horizon every append has its row in.  Each
+	 * call of GapHorizon takes a new position, so it is called once, not
+	 * inside Min, which evaluates the smaller of its arguments twice: a
+	 * second horizon, taken later, may lie past f.limit, and the claim
+	 * would read on past the range a rolled-back claim left, into ranges
+	 * that other claims read.
+	 */
+	horizon = GapHorizon();
+	horizon = Min(horizon, f.limit);
 	next = f.start;
 	entries = palloc(sizeof(StreamEntry) * (want + SUBS_MAX_HOLES));
 
@@ -554,15 +563,16 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 
 	/*
 	 * Without keys nothing here is decided against the next claim's range,
-	 * so the next claim could read on now, the rows of this claim being in
+	 * so the next claim reads on now, the rows of this claim being in
 	 * the frontier's chain and read again if this transaction rolls back.
-	 * Not done yet (SUBS_RELEASE_BEFORE_COMMIT): under load, test
-	 * 142_subscriptions_claim_rollback once saw two claims insert a state
-	 * row for one position.  A likely cause, a scan of the frontier that a
-	 * commit splits (a gap seen where there is none), is handled since
-	 * (obx_settle_rows), but not yet shown to be the one.  The lock is held
-	 * until the transaction ends, and the claims of a subscription take
-	 * turns as they did in 1.4.
+	 * With a key, the next claim must not hand out a later message of that
+	 * key before this transaction has ended, so the lock is kept.  (Under
+	 * load, test 142_subscriptions_claim_rollback once saw two claims
+	 * insert a state row for one position with the lock released early:
+	 * a claim reading a rolled-back range again took a second horizon past
+	 * its limit (above), and a scan of the frontier took for live a row that
+	 * a claim had inserted and deleted, which committed meanwhile; both are
+	 * fixed, see SubsFrontierRead.)
 	 */
 	if (SUBS_RELEASE_BEFORE_COMMIT && !keyed && f.chain)
 		SubsUnlock(DatumGetInt32(sub));

@@ -14,10 +14,11 @@
  * after a gap) tell nothing any more, and the claim that finds them
  * deletes them.
  *
- * Claims hold the lock until their transaction ends, so for now no claim
- * reads on past another in progress (outbox_store_subs_claim.c,
- * SUBS_RELEASE_BEFORE_COMMIT); the calls that unblock a key's next message
- * (outbox_store_subs.c) hold it until commit too.
+ * A claim whose range holds no ordering key releases the lock once its
+ * row is in, so later claims read on past it while it is in progress
+ * (outbox_store_subs_claim.c, SUBS_RELEASE_BEFORE_COMMIT); keyed claims
+ * and the calls that unblock a key's next message (outbox_store_subs.c)
+ * hold it until commit.
  *
  * The lock is an object lock on (outbox.subscription, sub_id), seen in
  * pg_locks.  A claim whose transaction stays open keeps its row in the
@@ -134,41 +135,46 @@ SubsLockMany(int n, Datum *sub_ids)
 }
 
 /*
- * The rows as of the end of the scan.  A scan reads row after row, and a
- * transaction may end between two of them: a row below read while its
- * deleter was in progress, one above read after that deleter committed
- * the deletion of both, would look like a gap.  So each transaction the
- * scan saw in progress is asked again: committed, its deletions are done
- * and its insertions settled; rolled back, the reverse.
+ * Did every transaction the scan saw in progress stay in progress to its
+ * end?  Only then do the rows tell the frontier as it is.
+ *
+ * A scan reads row after row, and a transaction may end between two of
+ * them, or after them: a row below read while its deleter was in
+ * progress and one above read after that deleter committed the deletion
+ * of both would look like a gap.  Nor can the rows be settled afterwards
+ * by asking whether each transaction seen committed: a dirty snapshot
+ * names only the inserter of a row whose inserter is in progress, not its
+ * deleter.  A claim that reads a gap up to the range above it deletes its
+ * own row in the same transaction (SubsFrontierAdvance: the chain
+ * collapses through it), and so does a transaction that claims twice.
+ * Taken as committed once that transaction commits, such a row would
+ * stand where its range is, while the rows it deleted above it are gone:
+ * a gap where a committed claim read, which the next claim would read a
+ * second time.  So a scan that saw a transaction end is read again.
  */
-static void
-obx_settle_rows(SubsFrontier *f)
+static bool
+obx_rows_current(const SubsFrontier *f)
 {
 	int			i;
-	int			n = 0;
 
 	for (i = 0; i < f->nrows; i++)
 	{
-		FrontierRow r = f->rows[i];
+		const FrontierRow *r = &f->rows[i];
 
-		if (TransactionIdIsValid(r.inserting) && !TransactionIdIsInProgress(r.inserting))
-		{
-			if (!TransactionIdDidCommit(r.inserting))
-				continue;		/* its claim rolled back */
-			r.inserting = InvalidTransactionId;
-		}
-		if (TransactionIdIsValid(r.deleting) && !TransactionIdIsInProgress(r.deleting))
-		{
-			if (TransactionIdDidCommit(r.deleting))
-				continue;		/* deleted */
-			r.deleting = InvalidTransactionId;
-		}
-		f->rows[n++] = r;
+		if (TransactionIdIsValid(r->inserting) && !TransactionIdIsInProgress(r->inserting))
+			return false;
+		if (TransactionIdIsValid(r->deleting) && !TransactionIdIsInProgress(r->deleting))
+			return false;
 	}
-	f->nrows = n;
+	return true;
 }
 
-/* All the rows of sub, however many */
+/*
+ * All the rows of sub, however many, as of the end of their scan.  The
+ * caller holds the lock of sub, so no other transaction starts writing
+ * them meanwhile: each scan read again follows the end of one of the
+ * transactions the one before saw in progress, and there are few.
+ */
 static void
 obx_read_rows(SubsFrontier *f, int32 sub)
 {
@@ -176,14 +182,15 @@ obx_read_rows(SubsFrontier *f, int32 sub)
 
 	for (;;)
 	{
+		CHECK_FOR_INTERRUPTS();
 		f->rows = palloc(sizeof(FrontierRow) * max);
 		f->nrows = SubsReadFrontier(sub, f->rows, max, &f->chain);
-		if (f->nrows < max)
+		if (f->nrows >= max)
+			max *= 2;
+		else if (obx_rows_current(f))
 			break;
 		pfree(f->rows);
-		max *= 2;
 	}
-	obx_settle_rows(f);
 }
 
 /*

@@ -47,7 +47,7 @@ _PG_init(void)
 	/* the shared state: request it, and create it with shared memory */
 	OutboxShmemInit();
 
-	/* the topics' claim positions and the horizon of appends */
+	/* the topics' claim positions, and the appends in their gap */
 	OutboxStreamInit();
 	OutboxGapInit(true);
 

@@ -120,16 +120,14 @@ ObxProxyOptionAllowed(const char *keyword)
 	((text)[(loc)] == '$' && isdigit((unsigned char) (text)[(loc) + 1]))
 
 /*
- * The slot of a PGPROC in ProcGlobal->allProcs, and this backend's: from 17
- * PGPROC has no pgprocno.  The prepared transactions' PGPROCs follow the
- * backends' and the auxiliary processes' (whose number grows with 18's I/O
- * workers; NUM_AUXILIARY_PROCS of the headers built against counts them).
+ * This backend's slot in ProcGlobal->allProcs: from 17 PGPROC has no
+ * pgprocno.  The prepared transactions' PGPROCs follow the backends' and
+ * the auxiliary processes' (whose number grows with 18's I/O workers;
+ * NUM_AUXILIARY_PROCS of the headers built against counts them).
  */
 #if PG_VERSION_NUM >= 170000
-#define ObxProcNumber(proc)	((int) GetNumberFromPGProc(proc))
 #define ObxMyProcNumber		((int) MyProcNumber)
 #else
-#define ObxProcNumber(proc)	((proc)->pgprocno)
 #define ObxMyProcNumber		(MyProc->pgprocno)
 #endif
 #ifdef FIRST_PREPARED_XACT_PROC_NUMBER

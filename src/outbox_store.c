@@ -57,7 +57,7 @@
 	9, {UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, TEXTOID, INT8OID}
 
 /*
- * The columns of 1.2: $9 is the position that StreamNoteAppend recorded for
+ * The columns of 1.2: $9 is the position that StreamNoteAppend took for
  * this transaction's first message, which takes it; the others take the
  * next one from the sequence, as the column's default would.
  */
@@ -272,9 +272,9 @@ obx_v(void)
 /*
  * Before an append: with an ordering key, wait for every other transaction
  * that appended to the key to end, so that the key's messages take their
- * positions in the order their transactions commit; then let the stream
- * record this transaction (StreamNoteAppend).  Returns the position it
- * recorded for the transaction's first message, or 0.
+ * positions in the order their transactions commit; then open the append's
+ * gap (GapBegin) and, for the transaction's first message, take its
+ * position (StreamNoteAppend).  Returns that position, or 0.
  */
 static int64
 obx_append_begin(text *topic, text *ordering_key)
@@ -435,7 +435,7 @@ StoreAppendNew(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
  * Insert one message per element of payloads, with the ids given in ids
  * (uuid[] of the same length), in array order, with ordering_key (or none).
  * The ids were just generated, so each message goes in as StoreAppendNew's
- * does: directly, the first one at the position the transaction recorded.
+ * does: directly, the first one at the position the transaction took.
  * When the table needs the executor, the saved INSERT … SELECT writes them
  * all (or, from the second message on, the single INSERT writes that one,
  * or raises the error of a row a constraint refuses).

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_stream.c
- *		The stream of a topic: where claims start reading it, and how far
- *		that start may move while appends are still in progress.
+ *		The stream of a topic: its claim positions in shared memory, the
+ *		relations of the stream, the locks of ordering keys, and the first
+ *		position of a transaction's appends.
  *
  * Every message gets a position (outbox.message.seq) from one sequence
  * when it is appended, and a topic's messages in position order are its
@@ -11,39 +12,28 @@
  * messages finished before it, however many of their old row versions a
  * held snapshot keeps in the table and its indexes.
  *
- * The position is exact, never past a message that can still be claimed:
- * it moves only over messages that are finished or deferred in committed
- * state (outbox_store_claim.c reads that state), and never past the
- * horizon, the first position an append still in progress may commit at.
- * Positions come from a sequence, so an append that took position 10 may
- * commit after one that took 11; the horizon keeps the claim position
- * before 10 until it does.  For the horizon, each backend's first append
- * in a transaction records in its slot, before it takes a position, a
- * floor: a position below the one it is about to take (one above the
- * last position this backend took, positions only grow); then it takes
- * the position and records it instead, until the transaction ends.
- * Computing the horizon takes one more position first, then reads every
- * slot: an append given a position below that one took it before, so its
- * floor was recorded before, and the sequence's buffer lock, which both
- * took in turn, makes the record visible to the reader.  So no append can
- * have been given a position below the horizon without either having
- * finished or being recorded (by its position, or by a floor below it).
- * No lock of the extension is held while a position is taken: the
- * sequence's own lock may be waited for (a session holding it by LOCK or
- * ALTER SEQUENCE), and that wait is an ordinary one, seen by the deadlock
- * detector and ended by a cancel.  Floors start again from 1 when the
- * relation cache says the sequence changed (TRUNCATE ... RESTART
- * IDENTITY, ALTER SEQUENCE ... RESTART, the extension made anew); a
- * setval backwards sends no such word, and while appends run it breaks
- * the order of positions anyway.
+ * How far a position may move is decided elsewhere: outbox_store_position.c
+ * moves it below the gap horizon (outbox_gap.c: no append below it is still
+ * between taking its position and inserting its row), with a dirty read of
+ * the stream that stops at the first message still being appended.  So an
+ * append left open in a transaction, or a prepared one, holds the position
+ * back until it ends, and a prepared transaction that appended nothing
+ * holds nothing back.  This file keeps the positions and gives the
+ * appends their first position.
  *
- * A prepared transaction (two-phase commit) outlives its backend's
- * transaction: at PREPARE its record moves to the slot of the prepared
- * transaction's own PGPROC, with its xid, and lasts while that xid is in
- * progress.  Every prepared transaction gets such a record, with or without
- * appends, so that one without any (made before a restart, which empties
- * shared memory) is known to be unknown: while one is open in the
- * database, the horizon is 0 and claims read their topics from the start.
+ * The first append of a transaction takes a position for its first message
+ * (StreamNoteAppend), so a transaction of one message takes one position,
+ * not two; the later messages take theirs from the sequence's default.
+ * Every position this backend takes here is remembered as its last: the
+ * floor an append records in its gap (StreamFloor, one above it) stays
+ * close to the position it is about to take.  No lock of the extension is
+ * held while a position is taken: the sequence's own lock may be waited
+ * for (a session holding it by LOCK or ALTER SEQUENCE), and that wait is
+ * an ordinary one, seen by the deadlock detector and ended by a cancel.
+ * Floors start again from 1 when the relation cache says the sequence
+ * changed (TRUNCATE ... RESTART IDENTITY, ALTER SEQUENCE ... RESTART, the
+ * extension made anew); a setval backwards sends no such word, and while
+ * appends run it breaks the order of positions anyway.
  *
  * Positions live in shared memory, one per (database, table, topic), at
  * most STREAM_MAX_POSITIONS of them; the least recently used one makes
@@ -52,17 +42,13 @@
  *
  * Glossary:
  *	position	a value of outbox.message.seq
- *	horizon		the first position an append in progress may commit at
- *	record		a backend's slot: its first position of this transaction,
- *				or a floor below it while that position is being taken
  *	floor		one above the last position the backend took: positions
- *				only grow, so the one it is taking is at or above it
+ *				only grow, so the next one it takes is at or above it
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/twophase.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
@@ -70,12 +56,9 @@
 #include "commands/sequence.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
-#include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/lock.h"
 #include "storage/lwlock.h"
-#include "storage/proc.h"
-#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -85,7 +68,6 @@
 #include "utils/timestamp.h"
 
 #include "outbox.h"
-#include "outbox_compat.h"
 #include "outbox_stream.h"
 
 #define STREAM_SHMEM_NAME		"krizaka_outbox stream"
@@ -119,26 +101,9 @@ typedef struct StreamPosition
 	TimestampTz moved;			/* when it last moved */
 } StreamPosition;
 
-/*
- * One per PGPROC: the first position its transaction took, 0 if none, or
- * while it takes that position a floor below it.
- */
-typedef struct StreamRecord
-{
-	pg_atomic_uint64 first;
-	Oid			dboid;
-	TransactionId xid;			/* a transaction being prepared, or prepared */
-} StreamRecord;
-
-/* the record of a prepared transaction without appends */
-#define STREAM_NO_APPEND	PG_INT64_MAX
-
 typedef struct StreamShared
 {
-	LWLock	   *horizon_lock;	/* the records of prepared transactions */
 	LWLock	   *position_lock;	/* the positions' hash */
-	int			nrecords;
-	StreamRecord records[FLEXIBLE_ARRAY_MEMBER];
 } StreamShared;
 
 /* outbox.message and outbox.message_seq, by name and as last found */
@@ -150,15 +115,12 @@ static Oid	stream_rels[STREAM_NRELS];
 
 static StreamShared *stream_shared = NULL;
 static HTAB *stream_positions = NULL;
-static bool stream_recorded = false;	/* this transaction has a record */
+static bool stream_first_taken = false;	/* this transaction took its first */
 static int64 stream_last = 0;	/* the last position this backend took */
-static TransactionId stream_preparing = InvalidTransactionId;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
-static int	obx_nrecords(void);
-static Size obx_stream_size(void);
 static void obx_stream_request(void);
 static void obx_stream_startup(void);
 static void obx_stream_xact(XactEvent event, void *arg);
@@ -168,9 +130,6 @@ static Oid	obx_known_relation(int which);
 static Oid	obx_relation(int which, const char *kind);
 static bool obx_key(StreamKey *key, text *topic);
 static void obx_make_room(void);
-static void obx_record_prepare(void);
-static void obx_record_prepared(void);
-static bool obx_prepared_known(PGPROC *proc, TransactionId xid);
 
 /* Install the shared memory hooks and the transaction callback. */
 void
@@ -183,59 +142,37 @@ OutboxStreamInit(void)
 	RegisterXactCallback(obx_stream_xact, NULL);
 }
 
-/* One record per PGPROC: backends, auxiliary processes, prepared xacts. */
-static int
-obx_nrecords(void)
-{
-	return ObxFirstPreparedProc + max_prepared_xacts;
-}
-
-static Size
-obx_stream_size(void)
-{
-	return add_size(offsetof(StreamShared, records),
-					mul_size(obx_nrecords(), sizeof(StreamRecord)));
-}
-
-/* Reserve the records, the positions' hash and the two locks. */
+/* Reserve the positions' hash and its lock. */
 static void
 obx_stream_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 
-	RequestAddinShmemSpace(add_size(obx_stream_size(),
+	RequestAddinShmemSpace(add_size(sizeof(StreamShared),
 									hash_estimate_size(STREAM_MAX_POSITIONS,
 													   sizeof(StreamPosition))));
-	RequestNamedLWLockTranche(STREAM_SHMEM_NAME, 2);
+	RequestNamedLWLockTranche(STREAM_SHMEM_NAME, 1);
 }
 
-/* Create or attach to the records and the positions. */
+/* Create or attach to the positions. */
 static void
 obx_stream_startup(void)
 {
 	HASHCTL		info;
 	bool		found;
-	int			i;
 
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	stream_shared = ShmemInitStruct(STREAM_SHMEM_NAME, obx_stream_size(), &found);
+	stream_shared = ShmemInitStruct(STREAM_SHMEM_NAME, sizeof(StreamShared),
+									&found);
 	if (!found)
 	{
 		LWLockPadded *locks = GetNamedLWLockTranche(STREAM_SHMEM_NAME);
 
-		stream_shared->horizon_lock = &locks[0].lock;
-		stream_shared->position_lock = &locks[1].lock;
-		stream_shared->nrecords = obx_nrecords();
-		for (i = 0; i < stream_shared->nrecords; i++)
-		{
-			pg_atomic_init_u64(&stream_shared->records[i].first, 0);
-			stream_shared->records[i].dboid = InvalidOid;
-			stream_shared->records[i].xid = InvalidTransactionId;
-		}
+		stream_shared->position_lock = &locks[0].lock;
 	}
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(StreamKey);
@@ -247,89 +184,24 @@ obx_stream_startup(void)
 }
 
 /*
- * At the end of a transaction its record ends (after it became visible or
- * was rolled back); at PREPARE it moves to the prepared transaction.
+ * At the end of a transaction, and at its PREPARE, the next one takes its
+ * first position anew.
  */
 static void
 obx_stream_xact(XactEvent event, void *arg)
 {
-	/* no catalog access here: the transaction may be over */
-	if (stream_shared == NULL)
-		return;
 	switch (event)
 	{
-		case XACT_EVENT_PRE_PREPARE:
-			obx_record_prepare();
-			break;
-		case XACT_EVENT_PREPARE:
-			obx_record_prepared();
-			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			if (stream_recorded)
-			{
-				StreamRecord *rec = &stream_shared->records[ObxMyProcNumber];
-
-				pg_atomic_write_u64(&rec->first, 0);
-				rec->xid = InvalidTransactionId;
-				stream_recorded = false;
-			}
-			stream_preparing = InvalidTransactionId;
+		case XACT_EVENT_PREPARE:
+			stream_first_taken = false;
 			break;
 		default:
 			break;
 	}
-}
-
-/*
- * Before PREPARE: this backend's record names the transaction (a record
- * without appends if it has none), so that from the moment its PGPROC
- * shows it as prepared, a horizon finds its record.
- */
-static void
-obx_record_prepare(void)
-{
-	StreamRecord *rec = &stream_shared->records[ObxMyProcNumber];
-	TransactionId xid = GetTopTransactionIdIfAny();
-
-	if (!TransactionIdIsValid(xid))
-		return;
-	LWLockAcquire(stream_shared->horizon_lock, LW_SHARED);
-	rec->xid = xid;
-	if (!stream_recorded)
-	{
-		rec->dboid = MyDatabaseId;
-		pg_atomic_write_u64(&rec->first, (uint64) STREAM_NO_APPEND);
-		stream_recorded = true;
-	}
-	LWLockRelease(stream_shared->horizon_lock);
-	stream_preparing = xid;
-}
-
-/* After PREPARE: the record moves to the prepared transaction's PGPROC. */
-static void
-obx_record_prepared(void)
-{
-	StreamRecord *own = &stream_shared->records[ObxMyProcNumber];
-	StreamRecord *rec;
-	PGPROC	   *proc;
-
-	if (!TransactionIdIsValid(stream_preparing))
-		return;
-	proc = TwoPhaseGetDummyProc(stream_preparing, false);
-	rec = &stream_shared->records[ObxProcNumber(proc)];
-
-	LWLockAcquire(stream_shared->horizon_lock, LW_SHARED);
-	rec->dboid = own->dboid;
-	rec->xid = stream_preparing;
-	pg_atomic_write_u64(&rec->first, pg_atomic_read_u64(&own->first));
-	pg_atomic_write_u64(&own->first, 0);
-	own->xid = InvalidTransactionId;
-	LWLockRelease(stream_shared->horizon_lock);
-	stream_recorded = false;
-	stream_preparing = InvalidTransactionId;
 }
 
 /*
@@ -431,47 +303,30 @@ obx_relation(int which, const char *kind)
 }
 
 /*
- * Before the first append of this transaction: record a position taken
- * now, at or below every position its appends will get.  Returns that
- * position, for the first message to take (so a transaction of one
- * message takes one position, not two), or 0 when nothing was recorded:
- * not the first append, or no stream.  A transaction that cannot write
- * skips it (the append fails with PostgreSQL's own error).
- *
- * The floor is recorded before the position is taken, and no lock is
- * held while it is (see the head of this file).  A cancel while the
- * sequence is waited for leaves the floor, which the end of the
- * transaction clears.
+ * Before the first append of this transaction: take a position for its
+ * first message (so a transaction of one message takes one position, not
+ * two) and return it; 0 when this is not the first append, or claims keep
+ * no positions here (the message then takes the next position from the
+ * sequence, when its table has positions).  A transaction that cannot
+ * write skips it (the append fails with PostgreSQL's own error).  No lock
+ * is held while the position is taken (see the head of this file).
  */
 int64
 StreamNoteAppend(void)
 {
-	StreamRecord *rec;
-	Oid			seq;
 	int64		first;
 
-	if (stream_recorded || !StreamAvailable() || XactReadOnly ||
+	if (stream_first_taken || !StreamAvailable() || XactReadOnly ||
 		RecoveryInProgress())
 		return 0;
-	seq = obx_relation(STREAM_REL_SEQ, "sequence");
-	rec = &stream_shared->records[ObxMyProcNumber];
-
-	rec->dboid = MyDatabaseId;
-	pg_write_barrier();
-	pg_atomic_write_u64(&rec->first, (uint64) (stream_last + 1));
-	stream_recorded = true;
-	pg_memory_barrier();
-
-	first = nextval_internal(seq, false);
-
-	pg_atomic_write_u64(&rec->first, (uint64) first);
-	stream_last = first;
+	first = StreamTakePosition();
+	stream_first_taken = true;
 	return first;
 }
 
 /*
- * Take the next position, as a horizon does (outbox_gap.c), and remember
- * it as the last this backend took.
+ * Take the next position, as the first append of a transaction and a gap
+ * horizon (outbox_gap.c) do, and remember it as the last this backend took.
  */
 int64
 StreamTakePosition(void)
@@ -485,134 +340,6 @@ int64
 StreamFloor(void)
 {
 	return stream_last + 1;
-}
-
-/* A prepared transaction the horizon must ask about, copied from shmem */
-typedef struct StreamPrepared
-{
-	int			slot;			/* its record's slot; -1 when it has none */
-	TransactionId xid;
-	int64		first;
-} StreamPrepared;
-
-/*
- * The horizon of this database: no position below it belongs to an append
- * in progress now, nor can one be given later.  Messages below it are all
- * visible to a snapshot taken after this returns, or never will be.
- * *taken is the position the horizon itself took: a claim position above
- * it means the sequence was set back.
- *
- * The position is taken with no lock of the extension held, the backends'
- * records are read without any, and the prepared transactions' records are
- * copied under horizon_lock (memory only) and asked about after it is
- * released.
- */
-int64
-StreamHorizon(int64 *taken)
-{
-	Oid			seq = obx_relation(STREAM_REL_SEQ, "sequence");
-	int			first_prepared = ObxFirstPreparedProc;
-	StreamPrepared *prepared;
-	int			nprepared = 0;
-	int64		horizon;
-	int			i;
-
-	horizon = nextval_internal(seq, false);
-	stream_last = horizon;
-	*taken = horizon;
-	pg_memory_barrier();
-
-	for (i = 0; i < first_prepared; i++)
-	{
-		StreamRecord *rec = &stream_shared->records[i];
-		int64		first = (int64) pg_atomic_read_u64(&rec->first);
-
-		if (first == 0)
-			continue;
-		pg_read_barrier();
-		if (rec->dboid == MyDatabaseId && first < horizon)
-			horizon = first;
-	}
-	if (first_prepared >= stream_shared->nrecords)
-		return horizon;
-
-	/*
-	 * The prepared transactions: those with a record, and those of this
-	 * database without one (made before a restart).
-	 */
-	prepared = palloc(sizeof(StreamPrepared) *
-					  (stream_shared->nrecords - first_prepared) * 2);
-	LWLockAcquire(stream_shared->horizon_lock, LW_EXCLUSIVE);
-	for (i = first_prepared; i < stream_shared->nrecords; i++)
-	{
-		StreamRecord *rec = &stream_shared->records[i];
-		int64		first = (int64) pg_atomic_read_u64(&rec->first);
-		PGPROC	   *proc = &ProcGlobal->allProcs[i];
-		TransactionId xid = proc->xid;
-
-		if (first != 0)
-		{
-			prepared[nprepared].slot = i;
-			prepared[nprepared].xid = rec->xid;
-			prepared[nprepared].first = rec->dboid == MyDatabaseId ? first : 0;
-			nprepared++;
-		}
-		if (TransactionIdIsValid(xid) && proc->databaseId == MyDatabaseId &&
-			!obx_prepared_known(proc, xid))
-		{
-			prepared[nprepared].slot = -1;
-			prepared[nprepared].xid = xid;
-			prepared[nprepared].first = 0;
-			nprepared++;
-		}
-	}
-	LWLockRelease(stream_shared->horizon_lock);
-
-	for (i = 0; i < nprepared; i++)
-	{
-		StreamPrepared *p = &prepared[i];
-
-		if (TransactionIdIsInProgress(p->xid))
-		{
-			if (p->slot < 0)
-				horizon = 0;	/* unknown: claims read from the start */
-			else if (p->first > 0 && p->first < horizon)
-				horizon = p->first;
-			continue;
-		}
-		if (p->slot < 0)
-			continue;
-
-		/* committed or rolled back: its record ends, unless reused since */
-		LWLockAcquire(stream_shared->horizon_lock, LW_EXCLUSIVE);
-		if (stream_shared->records[p->slot].xid == p->xid)
-		{
-			pg_atomic_write_u64(&stream_shared->records[p->slot].first, 0);
-			stream_shared->records[p->slot].xid = InvalidTransactionId;
-		}
-		LWLockRelease(stream_shared->horizon_lock);
-	}
-	pfree(prepared);
-	return horizon;
-}
-
-/*
- * Whether the prepared transaction xid (of PGPROC proc) has a record: at
- * its PGPROC's slot, or still at the slot of the backend preparing it.
- */
-static bool
-obx_prepared_known(PGPROC *proc, TransactionId xid)
-{
-	int			i;
-
-	if (pg_atomic_read_u64(&stream_shared->records[ObxProcNumber(proc)].first) != 0 &&
-		stream_shared->records[ObxProcNumber(proc)].xid == xid)
-		return true;
-	for (i = 0; i < MaxBackends; i++)
-		if (stream_shared->records[i].xid == xid &&
-			pg_atomic_read_u64(&stream_shared->records[i].first) != 0)
-			return true;
-	return false;
 }
 
 /*

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_stream.h
- *		The stream of a topic: claim positions and the horizon of appends
- *		still in progress (outbox_stream.c).
+ *		The stream of a topic: claim positions, ordering-key locks and the
+ *		first position of a transaction's appends (outbox_stream.c), and
+ *		the appends in their gap (outbox_gap.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -24,7 +25,7 @@ extern bool StreamAvailable(void);
 /* before an append with an ordering key: wait for its other appenders */
 extern void StreamLockKey(text *topic, text *key);
 
-/* before this transaction appends its first message: the position it may take */
+/* before this transaction appends its first message: the position it takes */
 extern int64 StreamNoteAppend(void);
 
 /* taking a position, and a floor of the next one (outbox_gap.c) */
@@ -38,9 +39,6 @@ extern void GapBegin(void);
 extern void GapEnd(void);
 extern int64 GapHorizon(void);
 extern bool GapTryHorizon(int64 *horizon);
-
-/* the first position an append still in progress may commit at */
-extern int64 StreamHorizon(int64 *taken);
 
 /* a topic's claim position, 0 when none is kept, and when it last moved */
 extern int64 StreamPositionGet(text *topic, TimestampTz *searched,

@@ -122,22 +122,6 @@ BEGIN
 END
 $$;
 
--- n scheduled messages, all due: appended one by one with an available_at
--- an hour ago (a backlog of scheduled messages, read through the deferred
--- messages of the topic, not its stream).
-CREATE PROCEDURE krizaka.preload_scheduled(topic text, n integer)
-LANGUAGE plpgsql AS $$
-BEGIN
-    FOR i IN 0 .. n - 1 LOOP
-        PERFORM outbox.append(topic, 'evt.order.created.v1', public.bench_payload(i, i, 12.50, 3),
-                              available_at => now() - interval '1 hour' + i * interval '1 ms');
-        IF i % 10000 = 9999 THEN
-            COMMIT;
-        END IF;
-    END LOOP;
-END
-$$;
-
 -- n retried messages, all due: appended, then claimed and failed once
 -- each (the backlog a target's outage leaves behind).  The failures back
 -- off by outbox.backoff_seconds (30 s, longer than the failing takes, so
@@ -162,14 +146,18 @@ BEGIN
 END
 $$;
 
--- The same through append, one message at a time, the ordering keys
--- k0 .. k<keys - 1> in turn.
-CREATE PROCEDURE krizaka.preload_keyed(topic text, n integer, keys integer)
+-- n messages appended one by one through append: with keys > 0 on the
+-- ordering keys k0 .. k<keys - 1> in turn; scheduled, each with an
+-- available_at an hour ago, all due (a backlog of scheduled messages, read
+-- through the deferred messages of the topic, not its stream).
+CREATE PROCEDURE krizaka.preload_each(topic text, n integer, keys integer, scheduled boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
     FOR i IN 0 .. n - 1 LOOP
         PERFORM outbox.append(topic, 'evt.order.created.v1', public.bench_payload(i, i, 12.50, 3),
-                              ordering_key => 'k' || (i % keys));
+                              available_at => CASE WHEN scheduled
+                                              THEN now() - interval '1 hour' + i * interval '1 ms' END,
+                              ordering_key => CASE WHEN keys > 0 THEN 'k' || (i % keys) END);
         IF i % 10000 = 9999 THEN
             COMMIT;
         END IF;

@@ -90,6 +90,8 @@ static SavedStatement stmt_defer_leased = {
 	3, {TEXTOID, INT8OID, TIMESTAMPTZOID}
 };
 
+static bool obx_searched_lately(int64 position, TimestampTz searched,
+								TimestampTz now);
 static void obx_unstick(text *topic, int64 position, TimestampTz moved,
 						TimestampTz now);
 static int64 obx_shared_position(text *topic, TimestampTz now);
@@ -105,11 +107,24 @@ static LocalPosition *obx_local_entry(text *topic);
 int64
 StoreClaimPosition(text *topic, TimestampTz now)
 {
+	if (StreamSchema())
+		PreventCommandIfReadOnly("UPDATE");
 	if (StreamAvailable())
 		return obx_shared_position(topic, now);
 	if (StreamSchema())
 		return obx_local_position(topic, now);
 	return 0;
+}
+
+/*
+ * Whether a position searched at searched may serve a claim at now as it
+ * is: what finished since costs a claim little.
+ */
+static bool
+obx_searched_lately(int64 position, TimestampTz searched, TimestampTz now)
+{
+	return position > 0 && searched > now - STREAM_SEARCH_INTERVAL &&
+		searched <= now;
 }
 
 /*
@@ -147,11 +162,7 @@ obx_shared_position(text *topic, TimestampTz now)
 	int64		next;
 	bool		forward = true;
 
-	PreventCommandIfReadOnly("UPDATE");
-
-	/* searched a moment ago: what finished since costs a claim little */
-	if (position > 0 && searched > now - STREAM_SEARCH_INTERVAL &&
-		searched <= now)
+	if (obx_searched_lately(position, searched, now))
 		return position;
 
 	horizon = GapHorizon();
@@ -185,13 +196,10 @@ obx_local_position(text *topic, TimestampTz now)
 	int64		horizon;
 	int64		next;
 
-	PreventCommandIfReadOnly("UPDATE");
-
 	p = obx_local_entry(topic);
 	if (p == NULL)
 		return 0;
-	if (p->position > 0 && p->searched > now - STREAM_SEARCH_INTERVAL &&
-		p->searched <= now)
+	if (obx_searched_lately(p->position, p->searched, now))
 		return p->position;
 
 	/* an append is in its gap: keep the position, search next time */

@@ -36,6 +36,32 @@ sub index_reads
 		 WHERE schemaname = 'outbox' AND relname = 'message'});
 }
 
+# In one session, $rounds claims of 50 of topic $t (an SQL expression),
+# each completed in its statement; returns how many found a full batch and
+# how many index entries the last one read.  A session flushes its
+# statistics when it goes idle, at most once a second unless asked: ask
+# before each reading, so that they fall on the right side.
+sub drain_rounds
+{
+	my ($t, $rounds) = @_;
+	my $session = $node->background_psql('app');
+	my $sql = qq{
+		WITH c AS (SELECT * FROM outbox.claim('w', $t, 50, 30))
+		SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
+	my $full = 0;
+	for my $round (1 .. $rounds - 1)
+	{
+		$full++ if $session->query_safe($sql) eq '50';
+	}
+	$session->query_safe('SELECT pg_stat_force_next_flush()');
+	my $before = index_reads();
+	$full++ if $session->query_safe($sql) eq '50';
+	$session->query_safe('SELECT pg_stat_force_next_flush()');
+	my $last = index_reads() - $before;
+	$session->quit;
+	return ($full, $last);
+}
+
 #
 # A held snapshot: 20,000 messages claimed and completed 50 at a time while a
 # REPEATABLE READ transaction that read another table stays open.  With
@@ -49,24 +75,8 @@ $node->safe_psql('app', q{
 my $holder = $node->background_psql('app');
 $holder->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
 $holder->query_safe('SELECT count(*) FROM pg_class');
-my $worker = $node->background_psql('app');
-my $drain_sql = q{
-	WITH c AS (SELECT * FROM outbox.claim('w', 'held', 50, 30))
-	SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
-my $claims = 0;
 my $reads_before = index_reads();
-for my $round (1 .. 399)
-{
-	$claims++ if $worker->query_safe($drain_sql) eq '50';
-}
-# a session flushes its statistics when it goes idle, at most once a second
-# unless asked: ask before each reading, so that they fall on the right side
-$worker->query_safe('SELECT pg_stat_force_next_flush()');
-my $before_last = index_reads();
-$claims++ if $worker->query_safe($drain_sql) eq '50';
-$worker->query_safe('SELECT pg_stat_force_next_flush()');
-my $last_reads = index_reads() - $before_last;
-$worker->quit;
+my ($claims, $last_reads) = drain_rounds(q{'held'}, 400);
 is($claims, 400, 'every claim found a full batch while the snapshot was held');
 is($node->safe_psql('app', q{SELECT count(*) FROM outbox.message WHERE delivered_at IS NULL}),
 	'0', 'all 20,000 messages delivered');
@@ -93,21 +103,7 @@ $node->safe_psql('app', qq{
 $holder = $node->background_psql('app');
 $holder->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
 $holder->query_safe('SELECT count(*) FROM pg_class');
-$worker = $node->background_psql('app');
-my $long_drain = qq{
-	WITH c AS (SELECT * FROM outbox.claim('w', $long, 50, 30))
-	SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
-$claims = 0;
-for my $round (1 .. 39)
-{
-	$claims++ if $worker->query_safe($long_drain) eq '50';
-}
-$worker->query_safe('SELECT pg_stat_force_next_flush()');
-$before_last = index_reads();
-$claims++ if $worker->query_safe($long_drain) eq '50';
-$worker->query_safe('SELECT pg_stat_force_next_flush()');
-$last_reads = index_reads() - $before_last;
-$worker->quit;
+($claims, $last_reads) = drain_rounds($long, 40);
 is($claims, 40, 'every claim of the 800-byte topic found a full batch');
 is($node->safe_psql('app', qq{SELECT count(*) FROM outbox.message WHERE topic = $long AND delivered_at IS NULL}),
 	'0', 'all 2,000 messages of the 800-byte topic delivered');
@@ -163,21 +159,7 @@ $node->safe_psql('app', q{
 	SELECT outbox.append_batch('up', 'evt.up.v1', array_agg(jsonb_build_object('n', g) ORDER BY g))
 	  FROM generate_series(1, 2000) g});
 $node->restart;
-my $upworker = $node->background_psql('app');
-my $up_sql = q{
-	WITH c AS (SELECT * FROM outbox.claim('w', 'up', 50, 30))
-	SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
-my $up_claims = 0;
-for my $round (1 .. 39)
-{
-	$up_claims++ if $upworker->query_safe($up_sql) eq '50';
-}
-$upworker->query_safe('SELECT pg_stat_force_next_flush()');
-my $up_before = index_reads();
-$up_claims++ if $upworker->query_safe($up_sql) eq '50';
-$upworker->query_safe('SELECT pg_stat_force_next_flush()');
-my $up_reads = index_reads() - $up_before;
-$upworker->quit;
+my ($up_claims, $up_reads) = drain_rounds(q{'up'}, 40);
 is($up_claims, 40, 'with an unrelated prepared transaction open across a restart, every claim found a full batch');
 cmp_ok($up_reads, '<', 400,
 	"and the last claim, after 1,950 messages finished, read $up_reads index entries");

@@ -469,10 +469,17 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
  * reads.  The lock is released before the transaction ends when nothing
  * read had an ordering key.  Returns how many were leased; *waited says
  * whether the lock was held by another transaction.
+ *
+ * A claim that already leased rows (the due read) does not wait for the
+ * lock: it holds those rows, and the transaction holding the lock may be
+ * waiting for one of them (an owner completing a message whose lease ran
+ * out and that this claim took over, after its claim of keyed messages
+ * took the lock until its commit).  It returns what it has instead; the
+ * next claim reads the log.
  */
 static int
 obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
-				int want, SubsSink *sink, bool *waited)
+				int want, bool holds_rows, SubsSink *sink, bool *waited)
 {
 	Datum		args[10];
 	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
@@ -484,7 +491,11 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	bool		keyed = false;
 	StreamEntry *entries;
 
-	*waited = SubsLock(DatumGetInt32(sub));
+	*waited = false;
+	if (holds_rows && !SubsTryLock(DatumGetInt32(sub)))
+		return 0;
+	if (!holds_rows)
+		*waited = SubsLock(DatumGetInt32(sub));
 	args[0] = sub;
 	got = obx_claim_holes(sub, req, lease_end, want, sink, &keyed);
 	SubsFrontierRead(&f, DatumGetInt32(sub));
@@ -678,8 +689,8 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 	{
 		bool		waited;
 
-		got += obx_claim_fresh(sub, req, lease_end, req->batch_size - got, sink,
-							   &waited);
+		got += obx_claim_fresh(sub, req, lease_end, req->batch_size - got,
+							   got > 0, sink, &waited);
 
 		/*
 		 * What the transaction this claim waited for made due (a key's

@@ -109,6 +109,7 @@ typedef struct SubsFrontier
 } SubsFrontier;
 
 extern bool SubsLock(int32 sub);
+extern bool SubsTryLock(int32 sub);
 extern void SubsUnlock(int32 sub);
 extern void SubsLockMany(int n, Datum *sub_ids);
 extern void SubsFrontierRead(SubsFrontier *f, int32 sub);

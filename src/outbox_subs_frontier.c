@@ -101,6 +101,16 @@ SubsLock(int32 sub)
 	return true;
 }
 
+/* The lock of subscription sub if no other transaction holds it. */
+bool
+SubsTryLock(int32 sub)
+{
+	LOCKTAG		tag;
+
+	obx_lock_tag(&tag, sub);
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
 void
 SubsUnlock(int32 sub)
 {

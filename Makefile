@@ -26,6 +26,7 @@ OBJS = \
 	src/outbox_http_conn.o \
 	src/outbox_http_sign.o \
 	src/outbox_identity.o \
+	src/outbox_key_lock.o \
 	src/outbox_launcher.o \
 	src/outbox_notify.o \
 	src/outbox_remote_check.o \

@@ -279,8 +279,7 @@ obx_v(void)
 static int64
 obx_append_begin(text *topic, text *ordering_key)
 {
-	if (ordering_key != NULL)
-		StreamLockKey(topic, ordering_key);
+	KeyLockTake(topic, ordering_key);	/* until the row is in: KeyLockRelease */
 	GapBegin();					/* until the row is in: GapEnd */
 	return StreamNoteAppend();
 }
@@ -410,6 +409,7 @@ StoreAppend(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 	}
 	SpiFinish();
 	GapEnd();
+	KeyLockRelease();
 }
 
 /*
@@ -429,6 +429,7 @@ StoreAppendNew(text *topic, text *event_type, Jsonb *payload, pg_uuid_t *id,
 	if (!AppendDirect(args, nulls))
 		(void) SpiRun(&stmt_append_new[obx_v()], args, nulls);
 	GapEnd();
+	KeyLockRelease();
 }
 
 /*
@@ -476,6 +477,7 @@ StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 	if (i == nids)
 	{
 		GapEnd();
+		KeyLockRelease();
 		return;
 	}
 
@@ -489,6 +491,7 @@ StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 	nulls[6] = ordering_key ? ' ' : 'n';
 	(void) SpiRun(&stmt_append_batch[obx_v()], args, nulls);
 	GapEnd();
+	KeyLockRelease();
 }
 
 /* Mark delivered the message id if owner holds it; false when it does not. */

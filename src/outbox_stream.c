@@ -2,8 +2,8 @@
  *
  * outbox_stream.c
  *		The stream of a topic: its claim positions in shared memory, the
- *		relations of the stream, the locks of ordering keys, and the first
- *		position of a transaction's appends.
+ *		relations of the stream, and the first position of a transaction's
+ *		appends.
  *
  * Every message gets a position (outbox.message.seq) from one sequence
  * when it is appended, and a topic's messages in position order are its
@@ -81,9 +81,6 @@
  * zero byte), so a topic of exactly this length keeps a position too.
  */
 #define STREAM_TOPIC_BYTES		(OUTBOX_NAME_MAX_CHARS * MAX_MULTIBYTE_CHAR_LEN)
-
-/* the field of the advisory locks of ordering keys (applications use 1, 2) */
-#define STREAM_KEY_LOCK			0x4B4F
 
 typedef struct StreamKey
 {
@@ -340,31 +337,6 @@ int64
 StreamFloor(void)
 {
 	return stream_last + 1;
-}
-
-/*
- * Take the lock of an ordering key of topic until this transaction ends:
- * a transaction that appends to a key waits for the others that did, so
- * positions, taken after the lock, follow the order of their commits.  An
- * advisory lock of this database on a 64-bit hash of the topic and the
- * key, with a field of its own (STREAM_KEY_LOCK) so as not to meet the
- * advisory locks of applications.  Two keys wait for each other only when
- * their 64-bit hashes collide: among a billion keys of a topic, about one
- * pair in 40 (a 32-bit hash of the key paired keys among a few hundred
- * thousand).
- */
-void
-StreamLockKey(text *topic, text *key)
-{
-	LOCKTAG		tag;
-	uint64		topic_hash = DatumGetUInt64(hash_any_extended((unsigned char *) VARDATA_ANY(topic),
-															  VARSIZE_ANY_EXHDR(topic), 0));
-	uint64		hash = DatumGetUInt64(hash_any_extended((unsigned char *) VARDATA_ANY(key),
-														VARSIZE_ANY_EXHDR(key), topic_hash));
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
-						 STREAM_KEY_LOCK);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
 /*

@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_stream.h
- *		The stream of a topic: claim positions, ordering-key locks and the
- *		first position of a transaction's appends (outbox_stream.c), and
- *		the appends in their gap (outbox_gap.c).
+ *		The stream of a topic: claim positions and the first position of a
+ *		transaction's appends (outbox_stream.c), the order of a key's
+ *		appends (outbox_key_lock.c), and the appends in their gap
+ *		(outbox_gap.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -22,8 +23,12 @@ extern bool StreamSchema(void);
 extern Oid	StreamMessageRelid(void);
 extern bool StreamAvailable(void);
 
-/* before an append with an ordering key: wait for its other appenders */
-extern void StreamLockKey(text *topic, text *key);
+/*
+ * around an append, with its ordering key or NULL: wait for the key's other
+ * appenders, and hold the key's lock until the row is in (outbox_key_lock.c)
+ */
+extern void KeyLockTake(text *topic, text *key);
+extern void KeyLockRelease(void);
 
 /* before this transaction appends its first message: the position it takes */
 extern int64 StreamNoteAppend(void);

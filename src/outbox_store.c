@@ -709,12 +709,12 @@ StoreNextDue(text *topic, TimestampTz now)
 	Datum		next;
 	bool		isnull;
 	bool		stream = StreamSchema();
-	TimestampTz searched;
+	StreamClaimState st;
 
+	StreamPositionGet(topic, &st);	/* position 0 when none is kept */
 	args[0] = PointerGetDatum(topic);
 	args[1] = TimestampTzGetDatum(now);
-	args[2] = Int64GetDatum(StreamAvailable() ?
-							StreamPositionGet(topic, &searched, NULL) : 0);
+	args[2] = Int64GetDatum(st.position);
 	if (!SpiRunFirstRow(stream ? &stmt_next_due_stream : &stmt_next_due,
 						args, NULL, &next, &isnull, 1) ||
 		isnull)

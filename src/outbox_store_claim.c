@@ -130,10 +130,11 @@ static SavedStatement stmt_dead_mark_any = {
 
 /*
  * A keyed message of alias a is the head of its key when no message of its
- * topic and key before it is pending.  Messages before the claim position
- * pos of topic are finished or deferred (see outbox_stream.c), so the
- * pending ones before a are
- *	- the pending messages of the key between the position and a, found in
+ * topic and key before it is pending.  Messages before the key floor of
+ * topic (its claim position, or the lowest of its holes: see
+ * outbox_store_position.c) are finished or deferred, so the pending ones
+ * before a are
+ *	- the pending messages of the key between the floor and a, found in
  *	  message_key_idx; usually there is none, and the probe reads no row;
  *	- the deferred pending messages of the key before a, found in the small
  *	  message_key_deferred_idx; looked for only when the topic has any
@@ -141,13 +142,13 @@ static SavedStatement stmt_dead_mark_any = {
  * A message revived by retry_dead is deferred: the later messages of its
  * key that are not yet handed out wait for it again.
  */
-#define KEY_HEAD_AT(a, topic, pos) \
+#define KEY_HEAD_AT(a, topic, floor) \
 	" AND (" a ".ordering_key IS NULL OR (NOT EXISTS (" \
 	"SELECT FROM outbox.message k" \
 	" WHERE k.topic OPERATOR(pg_catalog.=) " a ".topic" \
 	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
 	" AND k.ordering_key IS NOT NULL" \
-	" AND k.seq OPERATOR(pg_catalog.>=) " pos " AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
+	" AND k.seq OPERATOR(pg_catalog.>=) " floor " AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
 	" AND " STREAM_PENDING("k") ")" \
 	" AND (NOT EXISTS (" \
 	"SELECT FROM outbox.message k" \
@@ -252,9 +253,9 @@ static SavedStatement stmt_claim_delivered = {
  * fresh ones from the position on (read in stream order in the stream
  * index).
  */
-#define STREAM_DEFERRED_DUE(a, topic, pos) \
+#define STREAM_DEFERRED_DUE(a, topic, floor) \
 	" WHERE " a ".deferred AND " a ".topic OPERATOR(pg_catalog.=) " topic \
-	" AND " CLAIM_DUE(a) KEY_HEAD_AT(a, topic, pos)
+	" AND " CLAIM_DUE(a) KEY_HEAD_AT(a, topic, floor)
 
 #define STREAM_FRESH_AT(a, topic, pos) \
 	" WHERE " a ".topic OPERATOR(pg_catalog.=) " topic \
@@ -263,8 +264,8 @@ static SavedStatement stmt_claim_delivered = {
 	" AND " a ".available_at OPERATOR(pg_catalog.<=) $2" \
 	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)"
 
-#define STREAM_FRESH_DUE(a, topic, pos) \
-	STREAM_FRESH_AT(a, topic, pos) KEY_HEAD_AT(a, topic, pos)
+#define STREAM_FRESH_DUE(a, topic, pos, floor) \
+	STREAM_FRESH_AT(a, topic, pos) KEY_HEAD_AT(a, topic, floor)
 
 /*
  * The window of a claim of one topic: a batch of its fresh due messages in
@@ -306,23 +307,26 @@ static SavedStatement stmt_claim_delivered = {
 #define CLAIM_STREAM_CANDIDATES \
 	" SELECT x.ctid FROM (" \
 	"  SELECT d.ctid FROM (SELECT c.ctid FROM outbox.message c" \
-	STREAM_DEFERRED_DUE("c", "$1", "$7") \
+	STREAM_DEFERRED_DUE("c", "$1", "$8") \
 	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
 	"  UNION ALL" \
 	"  SELECT w.ctid FROM (" CLAIM_WINDOW("c", "c.ctid, c.topic, c.ordering_key, c.seq") ") w" \
-	"   WHERE true" KEY_HEAD_AT("w", "$1", "$7") \
+	"   WHERE true" KEY_HEAD_AT("w", "$1", "$8") \
 	"  UNION ALL" \
 	"  SELECT f.ctid FROM (SELECT c.ctid FROM outbox.message c" \
-	STREAM_FRESH_DUE("c", "$1", "$7") \
+	STREAM_FRESH_DUE("c", "$1", "$7", "$8") \
 	"   AND c.seq OPERATOR(pg_catalog.>) (SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.=) $3" \
 	"    THEN pg_catalog.max(e.seq) END FROM (" CLAIM_WINDOW("e", "e.seq") ") e)" \
 	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
 	" ) x LIMIT $3)) "
 
 #define CLAIM_STREAM_ARGTYPES \
-	7, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID}
+	8, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID, INT8OID}
 
-/* $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts, $7 position */
+/*
+ * $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts,
+ * $7 position, $8 key floor
+ */
 static SavedStatement stmt_claim_stream = {
 	"WITH " CLAIM_UPDATE_BY("ctid") CLAIM_STREAM_CANDIDATES
 	"RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id",
@@ -356,7 +360,7 @@ static SavedStatement stmt_claim_stream_delivered = {
 
 /*
  * A claim across all topics: the topics and their claim positions come as
- * the arrays $1 and $7 (from stmt_stream_topics).  It takes the first twice
+ * the arrays $1, $7 and $8 (from obx_stream_topics).  It takes the first twice
  * a batch of each topic's deferred and fresh due messages, keeps twice the
  * batch of the oldest of them all, and locks the first of those that no
  * other claim holds.  So two claims across all topics at once share the
@@ -367,21 +371,23 @@ static SavedStatement stmt_claim_stream_any = {
 	"WITH " CLAIM_UPDATE_BY("ctid")
 	" SELECT c.ctid FROM outbox.message c"
 	" WHERE c.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-	"  SELECT x.ctid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($7)) AS t(topic, pos),"
+	"  SELECT x.ctid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($7),"
+	"   pg_catalog.unnest($8)) AS t(topic, pos, floor),"
 	"  LATERAL ("
 	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
-	STREAM_DEFERRED_DUE("o", "t.topic", "t.pos")
+	STREAM_DEFERRED_DUE("o", "t.topic", "t.floor")
 	"    ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2)"
 	"   UNION ALL"
 	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
-	STREAM_FRESH_DUE("o", "t.topic", "t.pos")
+	STREAM_FRESH_DUE("o", "t.topic", "t.pos", "t.floor")
 	"    ORDER BY o.seq LIMIT $3 OPERATOR(pg_catalog.*) 2)) x"
 	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))"
 	" AND " CLAIM_DUE("c")
 	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED"
 	")) RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id",
 	SPI_OK_SELECT,
-	7, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID}
+	8, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID,
+		INT8ARRAYOID}
 };
 
 /*
@@ -464,7 +470,8 @@ static void obx_put_message(ClaimSink *sink, Datum *vals, bool *isnull,
 static void obx_list_sink(ClaimSink *sink, List **messages);
 static int	obx_sink_rows(ClaimSink *sink, int ncols, int *dead);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
-static bool obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions);
+static bool obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
+							  Datum *floors);
 
 /*
  * Copy the fields delivery needs out of a claimed row, in the current
@@ -595,8 +602,9 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 {
 	bool		stream = StreamSchema();
 	SavedStatement *claim;
-	Datum		args[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		args[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	int64		floor;
 	int			leased = 0;
 
 	args[0] = req->topic ? PointerGetDatum(req->topic) : (Datum) 0;
@@ -612,12 +620,13 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	if (stream && req->topic)
 	{
 		claim = &stmt_claim_stream;
-		args[6] = Int64GetDatum(StoreClaimPosition(req->topic, req->now));
+		args[6] = Int64GetDatum(StoreClaimPosition(req->topic, req->now, &floor));
+		args[7] = Int64GetDatum(floor);
 	}
 	else if (stream)
 	{
 		claim = &stmt_claim_stream_any;
-		if (!obx_stream_topics(req->now, &args[0], &args[6]))
+		if (!obx_stream_topics(req->now, &args[0], &args[6], &args[7]))
 		{
 			SpiFinish();
 			return 0;
@@ -651,17 +660,20 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 
 /*
  * The topics that have messages and their claim positions, moved forward
- * first, as a text[] in *topics and a bigint[] in *positions (allocated in
- * the SPI connection).  False when outbox.message is empty.
+ * first, as a text[] in *topics and bigint[]s in *positions and *floors
+ * (their key floors), allocated in the SPI connection.  False when
+ * outbox.message is empty.
  */
 static bool
-obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions)
+obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
+				  Datum *floors)
 {
 	uint64		n = SpiExecute(StoreRoutesPerSubscription() ? &stmt_stream_topics_v15 :
 							   &stmt_stream_topics, NULL, NULL, false, 0);
 	SPITupleTable *tuptable = SPI_tuptable;
 	Datum	   *names;
 	Datum	   *pos;
+	Datum	   *flo;
 	uint64		i;
 	uint64		kept;
 
@@ -672,6 +684,7 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions)
 	}
 	names = palloc(sizeof(Datum) * n);
 	pos = palloc(sizeof(Datum) * n);
+	flo = palloc(sizeof(Datum) * n);
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
@@ -694,13 +707,21 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions)
 		return false;
 
 	for (i = 0; i < n; i++)
-		pos[i] = Int64GetDatum(StoreClaimPosition(DatumGetTextPP(names[i]), now));
+	{
+		int64		floor;
+
+		pos[i] = Int64GetDatum(StoreClaimPosition(DatumGetTextPP(names[i]), now, &floor));
+		flo[i] = Int64GetDatum(floor);
+	}
 
 	*topics = PointerGetDatum(construct_array(names, (int) n, TEXTOID,
 											  -1, false, TYPALIGN_INT));
 	*positions = PointerGetDatum(construct_array(pos, (int) n, INT8OID,
 												 sizeof(int64), FLOAT8PASSBYVAL,
 												 TYPALIGN_DOUBLE));
+	*floors = PointerGetDatum(construct_array(flo, (int) n, INT8OID,
+											  sizeof(int64), FLOAT8PASSBYVAL,
+											  TYPALIGN_DOUBLE));
 	return true;
 }
 
@@ -757,9 +778,10 @@ int
 StoreClaimDelivered(const ClaimRequest *req, List **messages)
 {
 	ClaimSink	sink;
-	Datum		args[7];
+	Datum		args[8];
 	int			dead = 0;
 	int			n;
+	int64		floor;
 
 	Assert(req->topic != NULL);
 	args[0] = PointerGetDatum(req->topic);
@@ -772,7 +794,8 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = TimestampTzGetDatum(req->now);
 		args[5] = Int32GetDatum(req->max_attempts);
-		args[6] = Int64GetDatum(StoreClaimPosition(req->topic, req->now));
+		args[6] = Int64GetDatum(StoreClaimPosition(req->topic, req->now, &floor));
+		args[7] = Int64GetDatum(floor);
 
 		/* candidates that turn out dead do not count, as in obx_claim */
 		n = 0;

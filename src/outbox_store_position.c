@@ -27,6 +27,21 @@
  * commits the position moves past it.  Its lease, attempts and owner are
  * unchanged, and a key's later messages still wait for it.
  *
+ * An append that stays in progress (a session idle in its transaction, a
+ * prepared transaction) would hold the position back until it ends, and
+ * every claim meanwhile would read all that finished after it.  So when
+ * the position has stood at a message still being appended for
+ * STREAM_STUCK_INTERVAL, the search passes it and keeps its position as a
+ * hole (at most STREAM_MAX_HOLES per topic).  Each search looks at the
+ * holes again: one rolled back, or finished or deferred, is dropped; one
+ * that committed is made deferred, so that claims find it among the
+ * deferred messages by its available_at, and is dropped once that change
+ * is seen committed.  Until then a hole holds the key floor of the claims
+ * (the lowest of the position and the holes, where the check of a keyed
+ * candidate starts to look for earlier messages of its key): a message
+ * appended to the key after the hole committed is not handed out before
+ * the hole's.
+ *
  * A server that does not preload the library has no shared memory: each
  * backend keeps the positions of the topics it claims itself, and moves
  * one only when no append of the database is between taking a position
@@ -41,6 +56,7 @@
 #include "miscadmin.h"
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -66,9 +82,7 @@
 typedef struct LocalPosition
 {
 	char		topic[LOCAL_TOPIC_BYTES];	/* the hash key */
-	int64		position;
-	TimestampTz searched;
-	TimestampTz moved;
+	StreamClaimState state;
 } LocalPosition;
 
 static HTAB *local_positions = NULL;
@@ -90,41 +104,68 @@ static SavedStatement stmt_defer_leased = {
 	3, {TEXTOID, INT8OID, TIMESTAMPTZOID}
 };
 
-static bool obx_searched_lately(int64 position, TimestampTz searched,
-								TimestampTz now);
+/*
+ * The messages of the holes $2 of topic $1 that are fresh and not
+ * finished: deferred, found from now on by their available_at.  Skipped
+ * when another transaction holds one (the next search tries again).
+ */
+static SavedStatement stmt_defer_holes = {
+	"UPDATE outbox.message m SET deferred = true"
+	" WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.ctid FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.=) ANY ($2)"
+	" AND NOT c.deferred AND " STREAM_PENDING("c")
+	" FOR UPDATE SKIP LOCKED))",
+	SPI_OK_UPDATE,
+	2, {TEXTOID, INT8ARRAYOID}
+};
+
+static bool obx_searched_lately(const StreamClaimState *st, TimestampTz now);
 static void obx_unstick(text *topic, int64 position, TimestampTz moved,
 						TimestampTz now);
-static int64 obx_shared_position(text *topic, TimestampTz now);
-static int64 obx_local_position(text *topic, TimestampTz now);
+static void obx_settle_holes(text *topic, StreamClaimState *st);
+static void obx_search(text *topic, StreamClaimState *st, int64 horizon,
+					   TimestampTz now);
+static void obx_shared_position(text *topic, TimestampTz now,
+								StreamClaimState *st);
+static void obx_local_position(text *topic, TimestampTz now,
+							   StreamClaimState *st);
 static LocalPosition *obx_local_entry(text *topic);
 
 /*
  * The claim position of topic, moved forward first: shared when the
  * library is preloaded, this backend's own otherwise; 0 (the start of the
- * stream) for the tables of 1.0 and 1.1, which have none.  Called in an
- * SPI connection.
+ * stream) for the tables of 1.0 and 1.1, which have none.  *key_floor is
+ * the lowest of the position and its holes.  Called in an SPI connection.
  */
 int64
-StoreClaimPosition(text *topic, TimestampTz now)
+StoreClaimPosition(text *topic, TimestampTz now, int64 *key_floor)
 {
-	if (StreamSchema())
-		PreventCommandIfReadOnly("UPDATE");
+	StreamClaimState st;
+	int			i;
+
+	*key_floor = 0;
+	if (!StreamSchema())
+		return 0;
+	PreventCommandIfReadOnly("UPDATE");
 	if (StreamAvailable())
-		return obx_shared_position(topic, now);
-	if (StreamSchema())
-		return obx_local_position(topic, now);
-	return 0;
+		obx_shared_position(topic, now, &st);
+	else
+		obx_local_position(topic, now, &st);
+	*key_floor = st.position;
+	for (i = 0; i < st.nholes; i++)
+		*key_floor = Min(*key_floor, st.holes[i]);
+	return st.position;
 }
 
 /*
- * Whether a position searched at searched may serve a claim at now as it
+ * Whether a claim state searched lately may serve a claim at now as it
  * is: what finished since costs a claim little.
  */
 static bool
-obx_searched_lately(int64 position, TimestampTz searched, TimestampTz now)
+obx_searched_lately(const StreamClaimState *st, TimestampTz now)
 {
-	return position > 0 && searched > now - STREAM_SEARCH_INTERVAL &&
-		searched <= now;
+	return st->position > 0 && st->searched > now - STREAM_SEARCH_INTERVAL &&
+		st->searched <= now;
 }
 
 /*
@@ -145,79 +186,139 @@ obx_unstick(text *topic, int64 position, TimestampTz moved, TimestampTz now)
 }
 
 /*
- * The shared claim position of topic, moved forward as far as it may go.
- * The gap horizon is taken before the reads, so every message below it is
- * in the stream index, or never will be.  The search runs at most every
+ * Look at the holes of st again: drop those rolled back, finished or
+ * deferred; defer the messages of those that committed (kept until the
+ * change is seen committed).
+ */
+static void
+obx_settle_holes(text *topic, StreamClaimState *st)
+{
+	int			states[STREAM_MAX_HOLES];
+	Datum		due[STREAM_MAX_HOLES];
+	int			ndue = 0;
+	int			kept = 0;
+	int			i;
+
+	if (st->nholes == 0)
+		return;
+	StreamProbeHoles(topic, st->holes, st->nholes, states);
+	for (i = 0; i < st->nholes; i++)
+	{
+		if (states[i] == HOLE_DONE)
+			continue;
+		if (states[i] == HOLE_DUE)
+			due[ndue++] = Int64GetDatum(st->holes[i]);
+		st->holes[kept++] = st->holes[i];
+	}
+	st->nholes = kept;
+	if (ndue > 0)
+	{
+		Datum		args[2];
+
+		args[0] = PointerGetDatum(topic);
+		args[1] = PointerGetDatum(construct_array(due, ndue, INT8OID, sizeof(int64),
+												  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		(void) SpiExecute(&stmt_defer_holes, args, NULL, false, 0);
+	}
+}
+
+/*
+ * Move st forward below horizon, as far as it may go: its holes looked at
+ * again, then the position moved; where it has stood for
+ * STREAM_STUCK_INTERVAL, a message still being appended becomes a hole and
+ * the position moves on past it, and one leased for long is deferred.
+ */
+static void
+obx_search(text *topic, StreamClaimState *st, int64 horizon, TimestampTz now)
+{
+	bool		open;
+	int64		next;
+
+	obx_settle_holes(topic, st);
+	next = StreamAdvance(topic, st->position, horizon, &open);
+	if (next == st->position && next < horizon)
+	{
+		if (!open)
+			obx_unstick(topic, next, st->moved, now);
+		else if (st->moved <= now - STREAM_STUCK_INTERVAL &&
+				 st->nholes < STREAM_MAX_HOLES)
+		{
+			st->holes[st->nholes++] = next;
+			next = StreamAdvance(topic, next + 1, horizon, &open);
+		}
+	}
+	if (next != st->position)
+	{
+		st->position = next;
+		st->moved = now;
+	}
+	st->searched = now;
+}
+
+/*
+ * The shared claim state of topic, moved forward as far as it may go.  The
+ * gap horizon is taken before the reads, so every message below it is in
+ * the stream index, or never will be.  The search runs at most every
  * STREAM_SEARCH_INTERVAL per topic: claims in between start from the
  * position found last, and step over the few messages finished since.
  */
-static int64
-obx_shared_position(text *topic, TimestampTz now)
+static void
+obx_shared_position(text *topic, TimestampTz now, StreamClaimState *st)
 {
-	TimestampTz searched;
-	TimestampTz moved;
-	int64		position = StreamPositionGet(topic, &searched, &moved);
 	int64		horizon;
 	int64		taken;
-	int64		next;
-	bool		forward = true;
 
-	if (obx_searched_lately(position, searched, now))
-		return position;
+	StreamPositionGet(topic, st);
+	if (obx_searched_lately(st, now))
+		return;
 
 	horizon = GapHorizon();
 	taken = StreamFloor() - 1;	/* the position GapHorizon took */
-	if (position > taken)
+	if (st->position > taken)
 	{
 		/* the sequence was set back (TRUNCATE ... RESTART IDENTITY, setval) */
-		position = 0;
-		forward = false;
+		st->position = 0;
+		st->nholes = 0;
 	}
-	else if (position > horizon)
+	else if (st->position > horizon)
 	{
 		/*
 		 * An append is taking a position and the horizon knows only a floor
 		 * of it: the position kept is still right, the search waits.
 		 */
-		return position;
+		return;
 	}
-	next = StreamAdvance(topic, position, horizon);
-	StreamPositionSet(topic, next, forward);
-	if (next == position && next < horizon)
-		obx_unstick(topic, next, moved, now);
-	return next;
+	obx_search(topic, st, horizon, now);
+	StreamPositionSet(topic, st);
 }
 
-/* This backend's claim position of topic, moved forward as far as it may go. */
-static int64
-obx_local_position(text *topic, TimestampTz now)
+/* This backend's claim state of topic, moved forward as far as it may go. */
+static void
+obx_local_position(text *topic, TimestampTz now, StreamClaimState *st)
 {
 	LocalPosition *p;
 	int64		horizon;
-	int64		next;
 
 	p = obx_local_entry(topic);
 	if (p == NULL)
-		return 0;
-	if (obx_searched_lately(p->position, p->searched, now))
-		return p->position;
-
-	/* an append is in its gap: keep the position, search next time */
-	if (!GapTryHorizon(&horizon))
-		return p->position;
-	if (p->position > horizon)
-		p->position = 0;		/* the sequence was set back */
-
-	next = StreamAdvance(topic, p->position, horizon);
-	p->searched = now;
-	if (next != p->position)
 	{
-		p->position = next;
-		p->moved = now;
+		memset(st, 0, sizeof(StreamClaimState));
+		return;
 	}
-	else if (next < horizon)
-		obx_unstick(topic, next, p->moved, now);
-	return next;
+	/* an append is in its gap: keep the position, search next time */
+	if (obx_searched_lately(&p->state, now) || !GapTryHorizon(&horizon))
+	{
+		*st = p->state;
+		return;
+	}
+	if (p->state.position > horizon)
+	{
+		/* the sequence was set back */
+		p->state.position = 0;
+		p->state.nholes = 0;
+	}
+	obx_search(topic, &p->state, horizon, now);
+	*st = p->state;
 }
 
 /*
@@ -259,9 +360,9 @@ obx_local_entry(text *topic)
 	p = hash_search(local_positions, key, HASH_ENTER, &found);
 	if (!found)
 	{
-		p->position = 0;
-		p->searched = DT_NOBEGIN;
-		p->moved = GetCurrentTimestamp();
+		memset(&p->state, 0, sizeof(StreamClaimState));
+		p->state.searched = DT_NOBEGIN;
+		p->state.moved = GetCurrentTimestamp();
 	}
 	return p;
 }

@@ -92,10 +92,8 @@ typedef struct StreamKey
 typedef struct StreamPosition
 {
 	StreamKey	key;
-	int64		position;
 	TimestampTz used;
-	TimestampTz searched;		/* when a claim last searched how far it may move */
-	TimestampTz moved;			/* when it last moved */
+	StreamClaimState state;
 } StreamPosition;
 
 typedef struct StreamShared
@@ -359,45 +357,41 @@ obx_key(StreamKey *key, text *topic)
 }
 
 /*
- * The claim position of topic, 0 when none is kept; *searched says when it
- * was last searched, and *moved (unless NULL) when it last moved
- * (DT_NOBEGIN: never).
+ * The claim state of topic into *state: position 0, no hole and version 0
+ * when none is kept (searched and moved DT_NOBEGIN: never).
  */
-int64
-StreamPositionGet(text *topic, TimestampTz *searched, TimestampTz *moved)
+void
+StreamPositionGet(text *topic, StreamClaimState *state)
 {
 	StreamKey	key;
 	StreamPosition *p;
-	int64		position = 0;
 
-	*searched = DT_NOBEGIN;
-	if (moved)
-		*moved = DT_NOBEGIN;
+	memset(state, 0, sizeof(StreamClaimState));
+	state->searched = DT_NOBEGIN;
+	state->moved = DT_NOBEGIN;
 	if (!StreamAvailable() || !obx_key(&key, topic))
-		return 0;
+		return;
 	LWLockAcquire(stream_shared->position_lock, LW_SHARED);
 	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
 	if (p)
-	{
-		position = p->position;
-		*searched = p->searched;
-		if (moved)
-			*moved = p->moved;
-	}
+		*state = p->state;
 	LWLockRelease(stream_shared->position_lock);
-	return position;
 }
 
 /*
- * Keep position as the claim position of topic; with only_forward, only if
- * it is ahead of the one kept (two claims may compute it at once).
+ * Keep state as the claim state of topic, if the one kept is still the
+ * one it was computed from (state->version; 0: none): of two claims that
+ * searched at once, the first to finish wins, and the other's result,
+ * computed from what the first replaced, is dropped whole (the holes it
+ * found or dropped included).
  */
 void
-StreamPositionSet(text *topic, int64 position, bool only_forward)
+StreamPositionSet(text *topic, const StreamClaimState *state)
 {
 	StreamKey	key;
 	StreamPosition *p;
 	bool		found;
+	TimestampTz now = GetCurrentTimestamp();
 
 	if (!StreamAvailable() || !obx_key(&key, topic))
 		return;
@@ -405,6 +399,12 @@ StreamPositionSet(text *topic, int64 position, bool only_forward)
 	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
 	if (!p)
 	{
+		if (state->version != 0)
+		{
+			/* made room for another meanwhile: search again from the start */
+			LWLockRelease(stream_shared->position_lock);
+			return;
+		}
 		if (hash_get_num_entries(stream_positions) >= STREAM_MAX_POSITIONS)
 			obx_make_room();
 		p = hash_search(stream_positions, &key, HASH_ENTER_NULL, &found);
@@ -413,14 +413,28 @@ StreamPositionSet(text *topic, int64 position, bool only_forward)
 			LWLockRelease(stream_shared->position_lock);
 			return;
 		}
-		p->position = position;
-		p->moved = GetCurrentTimestamp();
+		memset(&p->state, 0, sizeof(StreamClaimState));
+		p->state.moved = now;
 	}
-	p->used = p->searched = GetCurrentTimestamp();
-	if ((!only_forward || position > p->position) && position != p->position)
+	else if (p->state.version != state->version)
 	{
-		p->position = position;
-		p->moved = p->used;
+		LWLockRelease(stream_shared->position_lock);
+		return;
+	}
+	p->used = now;
+	p->state.searched = now;
+	if (state->position != p->state.position ||
+		state->nholes != p->state.nholes ||
+		memcmp(state->holes, p->state.holes, sizeof(int64) * state->nholes) != 0)
+	{
+		if (state->position != p->state.position)
+			p->state.moved = now;
+		p->state.position = state->position;
+		p->state.nholes = state->nholes;
+		memcpy(p->state.holes, state->holes, sizeof(state->holes));
+		p->state.version++;
+		if (p->state.version == 0)
+			p->state.version = 1;
 	}
 	LWLockRelease(stream_shared->position_lock);
 }

@@ -45,9 +45,24 @@ extern void GapEnd(void);
 extern int64 GapHorizon(void);
 extern bool GapTryHorizon(int64 *horizon);
 
-/* a topic's claim position, 0 when none is kept, and when it last moved */
-extern int64 StreamPositionGet(text *topic, TimestampTz *searched,
-								 TimestampTz *moved);
-extern void StreamPositionSet(text *topic, int64 position, bool only_forward);
+/*
+ * A topic's claim position, and the holes below it: positions of appends
+ * that were still in progress, long after the others, when the position
+ * moved past them (outbox_store_position.c).
+ */
+#define STREAM_MAX_HOLES	8
+
+typedef struct StreamClaimState
+{
+	int64		position;		/* 0: none kept */
+	int			nholes;
+	int64		holes[STREAM_MAX_HOLES];
+	TimestampTz searched;		/* when a claim last searched how far it may move */
+	TimestampTz moved;			/* when it last moved */
+	uint32		version;		/* changes with each change of the above */
+} StreamClaimState;
+
+extern void StreamPositionGet(text *topic, StreamClaimState *state);
+extern void StreamPositionSet(text *topic, const StreamClaimState *state);
 
 #endif							/* OUTBOX_STREAM_H */

@@ -81,7 +81,13 @@ typedef struct StreamEntry
 extern int	SubsReadStream(text *topic, int64 from, int64 upto, int max_fresh,
 						   int max_holes, StreamEntry *entries, int64 *end);
 extern void SubsProbeStream(text *topic, const int64 *seqs, int n, int *states);
-extern int64 StreamAdvance(text *topic, int64 from, int64 upto);
+extern int64 StreamAdvance(text *topic, int64 from, int64 upto, bool *open);
+
+#define HOLE_OPEN			0
+#define HOLE_DUE			1
+#define HOLE_DONE			2
+
+extern void StreamProbeHoles(text *topic, const int64 *seqs, int n, int *states);
 
 /* a row of outbox.subscription_frontier as a dirty snapshot shows it */
 typedef struct FrontierRow

@@ -4,7 +4,7 @@
  *		A topic's stream read with a dirty snapshot, for the claims of
  *		named subscriptions: which messages in a range of positions have
  *		committed, and which are still being appended; and how far a claim
- *		position of a topic may move.
+ *		position of a topic may move, and what became of its holes.
  *
  * An MVCC snapshot cannot tell an append in progress from a position
  * that was never used (it belongs to another topic, or rolled back); a
@@ -202,33 +202,69 @@ obx_uncommitted(StreamScan *s)
 	return own;
 }
 
+/* The columns that say whether a message is finished or deferred */
+typedef struct PassColumns
+{
+	AttrNumber	delivered;
+	AttrNumber	dead;
+	AttrNumber	deferred;
+} PassColumns;
+
+static void
+obx_pass_columns(StreamScan *s, PassColumns *c)
+{
+	Oid			relid = RelationGetRelid(s->heap);
+
+	c->delivered = get_attnum(relid, "delivered_at");
+	c->dead = get_attnum(relid, "dead_at");
+	c->deferred = get_attnum(relid, "deferred");
+}
+
+/*
+ * Whether the committed version the scan shows now lets a claim position
+ * pass: finished (delivered or dead) or deferred.
+ */
+static bool
+obx_passable(StreamScan *s, const PassColumns *c)
+{
+	bool		isnull;
+
+	if (DatumGetBool(slot_getattr(s->slot, c->deferred, &isnull)))
+		return true;
+	(void) slot_getattr(s->slot, c->delivered, &isnull);
+	if (!isnull)
+		return true;
+	(void) slot_getattr(s->slot, c->dead, &isnull);
+	return !isnull;
+}
+
 /*
  * How far a claim position of topic may move from from, below upto: to the
  * first position whose message is not finished nor deferred in committed
  * state, or is still being appended (or written by this transaction);
- * upto when every message in between is passed.  One read, with a dirty
- * snapshot: a position shows its last committed version (finished stays
- * finished or becomes deferred, never due again in the stream) and the
- * version of a transaction in progress that changes it, if any.
+ * upto when every message in between is passed.  *open says whether the
+ * message there is still being appended (every version it shows is
+ * uncommitted).  One read, with a dirty snapshot: a position shows its
+ * last committed version (finished stays finished or becomes deferred,
+ * never due again in the stream) and the version of a transaction in
+ * progress that changes it, if any.
  */
 int64
-StreamAdvance(text *topic, int64 from, int64 upto)
+StreamAdvance(text *topic, int64 from, int64 upto, bool *open)
 {
 	StreamScan	s;
-	AttrNumber	att_delivered;
-	AttrNumber	att_dead;
-	AttrNumber	att_deferred;
+	PassColumns c;
 	int64		seq;
 	int64		current = -1;	/* the position whose versions are read */
 	bool		passed = false; /* its committed version is finished */
+	bool		committed = false;	/* it shows a committed version */
 	bool		in_progress;
 
+	*open = false;
 	if (from >= upto)
 		return upto;
 	obx_scan_open(&s, topic);
-	att_delivered = get_attnum(RelationGetRelid(s.heap), "delivered_at");
-	att_dead = get_attnum(RelationGetRelid(s.heap), "dead_at");
-	att_deferred = get_attnum(RelationGetRelid(s.heap), "deferred");
+	obx_pass_columns(&s, &c);
 	obx_scan_range(&s, from, upto);
 	while (obx_scan_next(&s, &seq, &in_progress))
 	{
@@ -238,27 +274,69 @@ StreamAdvance(text *topic, int64 from, int64 upto)
 				break;
 			current = seq;
 			passed = false;
+			committed = false;
 		}
 		if (!obx_uncommitted(&s))
 		{
-			bool		isnull;
-			bool		deferred;
-
-			deferred = DatumGetBool(slot_getattr(s.slot, att_deferred, &isnull));
-			(void) slot_getattr(s.slot, att_delivered, &isnull);
-			if (!isnull || deferred)
+			committed = true;
+			if (obx_passable(&s, &c))
 				passed = true;
-			else
-			{
-				(void) slot_getattr(s.slot, att_dead, &isnull);
-				passed = !isnull;
-			}
 		}
 	}
 	obx_scan_close(&s);
 	if (current >= 0 && !passed)
+	{
+		*open = !committed;
 		return current;
+	}
 	return upto;
+}
+
+/*
+ * What became of the holes of a claim position of topic, seqs[0..n-1]:
+ * states[i] is HOLE_OPEN while the append is in progress, HOLE_DUE once it
+ * committed and its message is fresh and not finished (a claim must find
+ * it below the position), HOLE_DONE when it rolled back, or its message
+ * is finished or deferred in committed state.
+ */
+void
+StreamProbeHoles(text *topic, const int64 *seqs, int n, int *states)
+{
+	StreamScan	s;
+	PassColumns c;
+	int			i;
+
+	if (n == 0)
+		return;
+	obx_scan_open(&s, topic);
+	obx_pass_columns(&s, &c);
+	for (i = 0; i < n; i++)
+	{
+		int64		seq;
+		bool		in_progress;
+		bool		committed = false;
+		bool		passed = false;
+		bool		seen = false;
+
+		obx_scan_range(&s, seqs[i], seqs[i] + 1);
+		while (obx_scan_next(&s, &seq, &in_progress))
+		{
+			seen = true;
+			if (!obx_uncommitted(&s))
+			{
+				committed = true;
+				if (obx_passable(&s, &c))
+					passed = true;
+			}
+		}
+		if (!seen || passed)
+			states[i] = HOLE_DONE;
+		else if (committed)
+			states[i] = HOLE_DUE;
+		else
+			states[i] = HOLE_OPEN;
+	}
+	obx_scan_close(&s);
 }
 
 /*

@@ -2,8 +2,8 @@
 # While a snapshot is held, claims do not walk the messages finished since
 # (counted in index entries read, not in time), the longest topic's too;
 # the claim position never passes a message of a prepared transaction,
-# before or after a restart; a crashed backend's appends leave nothing
-# behind and nothing skipped.
+# before or after a restart, without keeping it as a hole; a crashed
+# backend's appends leave nothing behind and nothing skipped.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -164,6 +164,88 @@ is($up_claims, 40, 'with an unrelated prepared transaction open across a restart
 cmp_ok($up_reads, '<', 400,
 	"and the last claim, after 1,950 messages finished, read $up_reads index entries");
 $node->safe_psql('app', q{ROLLBACK PREPARED 'unrelated'});
+
+#
+# An append left open (a session idle in its transaction) and a prepared
+# one: once the claim position has stood at them for a second, claims pass
+# them and keep them as holes, so the messages finished after them cost a
+# claim nothing; each is claimed once it commits, before the later
+# messages of its ordering key, and one rolled back leaves nothing.
+#
+my $idle = $node->background_psql('app');
+$idle->query_safe(q{BEGIN; SELECT outbox.append('ti', 'evt.ti.v1', '{"n": "idle"}', NULL, NULL, 'k')});
+$node->safe_psql('app', q{
+	BEGIN;
+	SELECT outbox.append('ti', 'evt.ti.v1', '{"n": "prepared"}', NULL, NULL, 'p');
+	PREPARE TRANSACTION 'held';
+});
+my $undone = $node->background_psql('app');
+$undone->query_safe(q{BEGIN; SELECT outbox.append('ti', 'evt.ti.v1', '{"n": "rolled back"}')});
+$node->safe_psql('app', q{
+	SELECT outbox.append_batch('ti', 'evt.ti.v1', array_agg(jsonb_build_object('n', g) ORDER BY g))
+	  FROM generate_series(1, 2000) g});
+my ($ti_claims) = drain_rounds(q{'ti'}, 40);
+is($ti_claims, 40, 'with three appends in progress before them, 2,000 messages drain in full batches');
+
+# the rows an empty claim of 'ti' fetches through indexes, in a transaction
+# of its own
+my $prober = $node->background_psql('app');
+sub empty_claim_reads
+{
+	$prober->query_safe('BEGIN');
+	$prober->query_safe(q{SELECT count(*) FROM outbox.claim('w', 'ti', 50, 30)});
+	my $reads = $prober->query_safe(q{
+		SELECT idx_tup_fetch FROM pg_stat_xact_user_tables
+		 WHERE schemaname = 'outbox' AND relname = 'message'});
+	$prober->query_safe('COMMIT');
+	return $reads;
+}
+my $reads = empty_claim_reads();
+my $deadline = time + 60;
+while ($reads >= 400 && time < $deadline)
+{
+	select(undef, undef, undef, 0.05);
+	$reads = empty_claim_reads();
+}
+cmp_ok($reads, '<', 400,
+	"a second later, an empty claim no longer reads the 2,000 messages finished after them: $reads rows");
+
+# a producer of key k waits for the open append of k; it commits after it
+my $follower = $node->background_psql('app');
+$follower->query_until(qr/started/, q{
+	\echo started
+	BEGIN;
+	SELECT outbox.append('ti', 'evt.ti.v1', '{"n": "k after"}', NULL, NULL, 'k');
+	COMMIT;
+});
+ok(wait_for($node, 'app', q{
+	SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted},
+	'1', 60), 'the producer of the same key waits for the open append');
+$idle->query_safe('COMMIT');
+$idle->quit;
+$follower->quit;
+
+# claim until something comes: a hole is found again at the next search
+sub drain_next
+{
+	my ($n) = @_;
+	my $got = '';
+	my $until = time + 60;
+	while ($got eq '' && time < $until)
+	{
+		$got = drain('ti', $n);
+		select(undef, undef, undef, 0.01) if $got eq '';
+	}
+	return $got;
+}
+is(drain_next(10), 'idle', 'the open append is claimed once it commits, alone: the later message of its key waits');
+is(drain_next(10), 'k after', 'then the later message of its key');
+$node->safe_psql('app', q{COMMIT PREPARED 'held'});
+is(drain_next(10), 'prepared', 'the prepared append is claimed once committed');
+$undone->query_safe('ROLLBACK');
+$undone->quit;
+$prober->quit;
+is(drain('ti', 10), '', 'and the rolled back one left nothing');
 
 #
 # A backend killed in the middle of a transaction that appended: the

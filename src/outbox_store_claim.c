@@ -8,10 +8,9 @@
  * LOCKED so that concurrent claims take disjoint rows.  A candidate whose
  * lease expired on its last allowed attempt is marked dead by that UPDATE
  * instead of being leased again, so it is never delivered once more (in
- * the tables of 1.0 and 1.1 a statement before the claim marks them).  The SQL function
- * claim() wants the leased rows as rows of outbox.message, delivery wants
- * them as ClaimedMessages; both go through one claim loop that hands each
- * leased row to a sink.
+ * the tables of 1.0 and 1.1 a statement before the claim marks them).  The
+ * SQL function claim() and delivery go through one claim loop that hands
+ * each leased row to a sink (outbox_claim_sink.c).
  *
  * Glossary:
  *	due			neither delivered nor dead, available_at reached, no valid
@@ -25,14 +24,13 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
 #include "miscadmin.h"
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
 #include "utils/timestamp.h"
 
+#include "outbox_claim_sink.h"
 #include "outbox_spi.h"
 #include "outbox_store.h"
 #include "outbox_store_routes.h"
@@ -426,170 +424,9 @@ static SavedStatement stmt_stream_topics_v15 = {
 	0, {InvalidOid}
 };
 
-/* The columns a claim reads, by position in claim_cols */
-typedef enum ClaimColumn
-{
-	COL_ID,
-	COL_TOPIC,
-	COL_EVENT_TYPE,
-	COL_CREATED_AT,
-	COL_PAYLOAD,
-	COL_ATTEMPTS,
-	COL_LEASED_UNTIL,
-	COL_DEAD_AT,				/* not returned by stmt_claim_delivered */
-	NUM_CLAIM_COLS
-} ClaimColumn;
-
-static const char *const claim_cols[NUM_CLAIM_COLS] = {
-	"id", "topic", "event_type", "created_at", "payload", "attempts",
-	"leased_until", "dead_at"
-};
-
-/* Where a claim puts the rows it leased */
-typedef struct ClaimSink ClaimSink;
-typedef void (*ClaimSinkPut) (ClaimSink *sink, Datum *vals, bool *isnull,
-							  const int *attno);
-
-struct ClaimSink
-{
-	ClaimSinkPut put;
-	int			natts;			/* columns the rows must have; 0: any */
-	bool		dropped;		/* tupdesc has dropped columns */
-	TupleDesc	tupdesc;		/* tuplestore sink: the rows' descriptor */
-	Tuplestorestate *store;		/* ... and the store */
-	List	  **messages;		/* list sink: ClaimedMessages go onto this */
-	MemoryContext cxt;			/* ... allocated here */
-};
-
-static ClaimedMessage *obx_claimed_message(Datum *vals, bool *isnull,
-										   const int *attno);
-static void obx_put_tuple(ClaimSink *sink, Datum *vals, bool *isnull,
-						  const int *attno);
-static void obx_put_message(ClaimSink *sink, Datum *vals, bool *isnull,
-							const int *attno);
-static void obx_list_sink(ClaimSink *sink, List **messages);
-static int	obx_sink_rows(ClaimSink *sink, int ncols, int *dead);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
 static bool obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
 							  Datum *floors);
-
-/*
- * Copy the fields delivery needs out of a claimed row, in the current
- * context.  The payload is copied as stored, never detoasted here: see
- * ClaimedMessage.
- */
-static ClaimedMessage *
-obx_claimed_message(Datum *vals, bool *isnull, const int *attno)
-{
-	ClaimedMessage *m = palloc(sizeof(ClaimedMessage));
-
-	memcpy(&m->id, DatumGetUUIDP(vals[attno[COL_ID]]), sizeof(pg_uuid_t));
-	m->topic = DatumGetTextPCopy(vals[attno[COL_TOPIC]]);
-	m->event_type = DatumGetTextPCopy(vals[attno[COL_EVENT_TYPE]]);
-	m->created_at = DatumGetTimestampTz(vals[attno[COL_CREATED_AT]]);
-	m->payload = datumCopy(vals[attno[COL_PAYLOAD]], false, -1);
-	m->attempts = DatumGetInt32(vals[attno[COL_ATTEMPTS]]);
-	m->leased_until = isnull[attno[COL_LEASED_UNTIL]] ? DT_NOBEGIN :
-		DatumGetTimestampTz(vals[attno[COL_LEASED_UNTIL]]);
-	return m;
-}
-
-/*
- * Tuplestore sink: the row as a row of outbox.message.  A column an
- * operator added to the table and dropped again stays in the row type,
- * empty, where the statement's rows have no column.
- */
-static void
-obx_put_tuple(ClaimSink *sink, Datum *vals, bool *isnull, const int *attno)
-{
-	TupleDesc	desc = sink->tupdesc;
-	Datum		row[OUTBOX_MESSAGE_MAX_COLS];
-	bool		rownull[OUTBOX_MESSAGE_MAX_COLS];
-	int			i;
-	int			j = 0;
-
-	if (!sink->dropped)
-	{
-		tuplestore_putvalues(sink->store, desc, vals, isnull);
-		return;
-	}
-	for (i = 0; i < desc->natts; i++)
-	{
-		row[i] = (Datum) 0;
-		rownull[i] = true;
-		if (TupleDescAttr(desc, i)->attisdropped)
-			continue;
-		row[i] = vals[j];
-		rownull[i] = isnull[j];
-		j++;
-	}
-	tuplestore_putvalues(sink->store, desc, row, rownull);
-}
-
-/* List sink: the row as a ClaimedMessage in the sink's memory context. */
-static void
-obx_put_message(ClaimSink *sink, Datum *vals, bool *isnull, const int *attno)
-{
-	MemoryContext spi = MemoryContextSwitchTo(sink->cxt);
-
-	*sink->messages = lappend(*sink->messages,
-							  obx_claimed_message(vals, isnull, attno));
-	MemoryContextSwitchTo(spi);
-}
-
-/* A sink that appends ClaimedMessages onto *messages, in the current context. */
-static void
-obx_list_sink(ClaimSink *sink, List **messages)
-{
-	memset(sink, 0, sizeof(ClaimSink));
-	sink->put = obx_put_message;
-	sink->messages = messages;
-	sink->cxt = CurrentMemoryContext;
-}
-
-/*
- * Hand the rows of the claim statement just executed to sink, reading the
- * first ncols of claim_cols.  With COL_DEAD_AT among them, a row the claim
- * marked dead is counted in *dead instead.  Returns the number of rows
- * handed over.
- */
-static int
-obx_sink_rows(ClaimSink *sink, int ncols, int *dead)
-{
-	TupleDesc	desc = SPI_tuptable->tupdesc;
-	int			attno[NUM_CLAIM_COLS];
-	int			leased = 0;
-	uint64		i;
-	int			c;
-
-	if (desc->natts > OUTBOX_MESSAGE_MAX_COLS ||
-		(sink->natts > 0 && desc->natts != sink->natts))
-		elog(ERROR, "outbox.message has an unexpected shape (%d columns)",
-			 desc->natts);
-	for (c = 0; c < ncols; c++)
-	{
-		attno[c] = SPI_fnumber(desc, claim_cols[c]) - 1;
-		if (attno[c] < 0)
-			elog(ERROR, "outbox.message has no column %s", claim_cols[c]);
-	}
-
-	for (i = 0; i < SPI_processed; i++)
-	{
-		Datum		vals[OUTBOX_MESSAGE_MAX_COLS];
-		bool		isnull[OUTBOX_MESSAGE_MAX_COLS];
-
-		heap_deform_tuple(SPI_tuptable->vals[i], desc, vals, isnull);
-		if (ncols > COL_DEAD_AT && !isnull[attno[COL_DEAD_AT]])
-		{
-			(*dead)++;
-			continue;
-		}
-		sink->put(sink, vals, isnull, attno);
-		leased++;
-	}
-	SPI_freetuptable(SPI_tuptable);
-	return leased;
-}
 
 /*
  * Lease up to req->batch_size due messages, oldest first, handing each to
@@ -648,7 +485,7 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 
 		args[2] = Int32GetDatum(req->batch_size - leased);
 		(void) SpiExecute(claim, args, nulls, false, 0);
-		leased += obx_sink_rows(sink, NUM_CLAIM_COLS, &dead);
+		leased += ClaimSinkRows(sink, NUM_CLAIM_COLS, &dead);
 
 		/* stop when the batch is full, or the last round found no dead one */
 		if (dead == 0 || leased >= req->batch_size)
@@ -735,22 +572,8 @@ StoreClaimToTuplestore(const ClaimRequest *req, TupleDesc tupdesc,
 					   Tuplestorestate *store)
 {
 	ClaimSink	sink;
-	int			i;
 
-	memset(&sink, 0, sizeof(sink));
-	sink.put = obx_put_tuple;
-	if (tupdesc->natts > OUTBOX_MESSAGE_MAX_COLS)
-		elog(ERROR, "outbox.message has an unexpected shape (%d columns)",
-			 tupdesc->natts);
-	for (i = 0; i < tupdesc->natts; i++)
-	{
-		if (TupleDescAttr(tupdesc, i)->attisdropped)
-			sink.dropped = true;
-		else
-			sink.natts++;
-	}
-	sink.tupdesc = tupdesc;
-	sink.store = store;
+	ClaimSinkTuplestore(&sink, tupdesc, store);
 	return obx_claim(req, &sink);
 }
 
@@ -764,7 +587,7 @@ StoreClaimMessages(const ClaimRequest *req, List **messages)
 {
 	ClaimSink	sink;
 
-	obx_list_sink(&sink, messages);
+	ClaimSinkList(&sink, messages);
 	return obx_claim(req, &sink);
 }
 
@@ -787,7 +610,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 	args[0] = PointerGetDatum(req->topic);
 	args[1] = TimestampTzGetDatum(req->now);
 
-	obx_list_sink(&sink, messages);
+	ClaimSinkList(&sink, messages);
 	SpiConnect();
 	if (StreamSchema())
 	{
@@ -804,7 +627,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 			dead = 0;
 			args[2] = Int32GetDatum(req->batch_size - n);
 			(void) SpiExecute(&stmt_claim_stream_delivered, args, NULL, false, 0);
-			n += obx_sink_rows(&sink, NUM_CLAIM_COLS, &dead);
+			n += ClaimSinkRows(&sink, NUM_CLAIM_COLS, &dead);
 		} while (dead > 0 && n < req->batch_size);
 	}
 	else
@@ -816,7 +639,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = Int32GetDatum(req->max_attempts);
 		(void) SpiExecute(&stmt_claim_delivered, args, NULL, false, 0);
-		n = obx_sink_rows(&sink, COL_DEAD_AT, &dead);
+		n = ClaimSinkRows(&sink, COL_DEAD_AT, &dead);
 	}
 	SpiFinish();
 	return n;

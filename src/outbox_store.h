@@ -97,10 +97,11 @@ extern void StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 	"pg_catalog.num_nulls(" a ".delivered_at, " a ".dead_at) OPERATOR(pg_catalog.=) 2"
 
 /*
- * where a claim of a topic starts reading its stream, and where the check
- * of a keyed candidate starts (outbox_store_position.c)
+ * where a claim of a topic starts reading its stream, and the holes below
+ * it (outbox_store_position.c; room for STREAM_MAX_HOLES)
  */
-extern int64 StoreClaimPosition(text *topic, TimestampTz now, int64 *key_floor);
+extern int64 StoreClaimPosition(text *topic, TimestampTz now, int64 *holes,
+								int *nholes);
 
 /* claiming (outbox_store_claim.c) */
 extern int	StoreClaimToTuplestore(const ClaimRequest *req, TupleDesc tupdesc,

@@ -128,25 +128,36 @@ static SavedStatement stmt_dead_mark_any = {
 
 /*
  * A keyed message of alias a is the head of its key when no message of its
- * topic and key before it is pending.  Messages before the key floor of
- * topic (its claim position, or the lowest of its holes: see
- * outbox_store_position.c) are finished or deferred, so the pending ones
- * before a are
- *	- the pending messages of the key between the floor and a, found in
+ * topic and key before it is pending.  Messages before the claim position
+ * of topic are finished or deferred, or the messages of its holes (see
+ * outbox_store_position.c), so the pending ones before a are
+ *	- the pending messages of the key between lower and a, found in
  *	  message_key_idx; usually there is none, and the probe reads no row;
+ *	- the pending messages of the key among the holes (a bigint[] of
+ *	  positions, or NULL), found by position in the stream index: a hole
+ *	  that committed is fresh below the position until a search makes it
+ *	  deferred;
  *	- the deferred pending messages of the key before a, found in the small
  *	  message_key_deferred_idx; looked for only when the topic has any
  *	  (an uncorrelated EXISTS, computed once per claim).
- * A message revived by retry_dead is deferred: the later messages of its
- * key that are not yet handed out wait for it again.
+ * lower is the claim position, or where no holes are given the lowest of
+ * the position and the holes (a claim across all topics).  A message
+ * revived by retry_dead is deferred: the later messages of its key that
+ * are not yet handed out wait for it again.
  */
-#define KEY_HEAD_AT(a, topic, floor) \
+#define KEY_HEAD_AT(a, topic, lower, holes) \
 	" AND (" a ".ordering_key IS NULL OR (NOT EXISTS (" \
 	"SELECT FROM outbox.message k" \
 	" WHERE k.topic OPERATOR(pg_catalog.=) " a ".topic" \
 	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
 	" AND k.ordering_key IS NOT NULL" \
-	" AND k.seq OPERATOR(pg_catalog.>=) " floor " AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
+	" AND k.seq OPERATOR(pg_catalog.>=) " lower " AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
+	" AND " STREAM_PENDING("k") ")" \
+	" AND NOT EXISTS (" \
+	"SELECT FROM outbox.message k" \
+	" WHERE k.topic OPERATOR(pg_catalog.=) " a ".topic" \
+	" AND k.seq OPERATOR(pg_catalog.=) ANY (" holes ") AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
+	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
 	" AND " STREAM_PENDING("k") ")" \
 	" AND (NOT EXISTS (" \
 	"SELECT FROM outbox.message k" \
@@ -251,9 +262,9 @@ static SavedStatement stmt_claim_delivered = {
  * fresh ones from the position on (read in stream order in the stream
  * index).
  */
-#define STREAM_DEFERRED_DUE(a, topic, floor) \
+#define STREAM_DEFERRED_DUE(a, topic, lower, holes) \
 	" WHERE " a ".deferred AND " a ".topic OPERATOR(pg_catalog.=) " topic \
-	" AND " CLAIM_DUE(a) KEY_HEAD_AT(a, topic, floor)
+	" AND " CLAIM_DUE(a) KEY_HEAD_AT(a, topic, lower, holes)
 
 #define STREAM_FRESH_AT(a, topic, pos) \
 	" WHERE " a ".topic OPERATOR(pg_catalog.=) " topic \
@@ -262,8 +273,8 @@ static SavedStatement stmt_claim_delivered = {
 	" AND " a ".available_at OPERATOR(pg_catalog.<=) $2" \
 	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)"
 
-#define STREAM_FRESH_DUE(a, topic, pos, floor) \
-	STREAM_FRESH_AT(a, topic, pos) KEY_HEAD_AT(a, topic, floor)
+#define STREAM_FRESH_DUE(a, topic, pos, lower, holes) \
+	STREAM_FRESH_AT(a, topic, pos) KEY_HEAD_AT(a, topic, lower, holes)
 
 /*
  * The window of a claim of one topic: a batch of its fresh due messages in
@@ -305,25 +316,25 @@ static SavedStatement stmt_claim_delivered = {
 #define CLAIM_STREAM_CANDIDATES \
 	" SELECT x.ctid FROM (" \
 	"  SELECT d.ctid FROM (SELECT c.ctid FROM outbox.message c" \
-	STREAM_DEFERRED_DUE("c", "$1", "$8") \
+	STREAM_DEFERRED_DUE("c", "$1", "$7", "$8") \
 	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
 	"  UNION ALL" \
 	"  SELECT w.ctid FROM (" CLAIM_WINDOW("c", "c.ctid, c.topic, c.ordering_key, c.seq") ") w" \
-	"   WHERE true" KEY_HEAD_AT("w", "$1", "$8") \
+	"   WHERE true" KEY_HEAD_AT("w", "$1", "$7", "$8") \
 	"  UNION ALL" \
 	"  SELECT f.ctid FROM (SELECT c.ctid FROM outbox.message c" \
-	STREAM_FRESH_DUE("c", "$1", "$7", "$8") \
+	STREAM_FRESH_DUE("c", "$1", "$7", "$7", "$8") \
 	"   AND c.seq OPERATOR(pg_catalog.>) (SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.=) $3" \
 	"    THEN pg_catalog.max(e.seq) END FROM (" CLAIM_WINDOW("e", "e.seq") ") e)" \
 	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
 	" ) x LIMIT $3)) "
 
 #define CLAIM_STREAM_ARGTYPES \
-	8, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID, INT8OID}
+	8, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID, INT8ARRAYOID}
 
 /*
  * $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts,
- * $7 position, $8 key floor
+ * $7 position, $8 holes (bigint[])
  */
 static SavedStatement stmt_claim_stream = {
 	"WITH " CLAIM_UPDATE_BY("ctid") CLAIM_STREAM_CANDIDATES
@@ -373,11 +384,11 @@ static SavedStatement stmt_claim_stream_any = {
 	"   pg_catalog.unnest($8)) AS t(topic, pos, floor),"
 	"  LATERAL ("
 	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
-	STREAM_DEFERRED_DUE("o", "t.topic", "t.floor")
+	STREAM_DEFERRED_DUE("o", "t.topic", "t.floor", "NULL::pg_catalog.int8[]")
 	"    ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2)"
 	"   UNION ALL"
 	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
-	STREAM_FRESH_DUE("o", "t.topic", "t.pos", "t.floor")
+	STREAM_FRESH_DUE("o", "t.topic", "t.pos", "t.floor", "NULL::pg_catalog.int8[]")
 	"    ORDER BY o.seq LIMIT $3 OPERATOR(pg_catalog.*) 2)) x"
 	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))"
 	" AND " CLAIM_DUE("c")
@@ -424,9 +435,30 @@ static SavedStatement stmt_stream_topics_v15 = {
 	0, {InvalidOid}
 };
 
+static Datum obx_position(text *topic, TimestampTz now, Datum *holes);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
 static bool obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
 							  Datum *floors);
+
+/*
+ * The claim position of topic as a Datum, and its holes as a bigint[] in
+ * *holes (allocated in the SPI connection).
+ */
+static Datum
+obx_position(text *topic, TimestampTz now, Datum *holes)
+{
+	int64		seqs[STREAM_MAX_HOLES];
+	Datum		elems[STREAM_MAX_HOLES];
+	int			n;
+	int			i;
+	int64		position = StoreClaimPosition(topic, now, seqs, &n);
+
+	for (i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(seqs[i]);
+	*holes = PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64),
+											 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	return Int64GetDatum(position);
+}
 
 /*
  * Lease up to req->batch_size due messages, oldest first, handing each to
@@ -441,7 +473,6 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	SavedStatement *claim;
 	Datum		args[8];
 	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	int64		floor;
 	int			leased = 0;
 
 	args[0] = req->topic ? PointerGetDatum(req->topic) : (Datum) 0;
@@ -457,8 +488,7 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	if (stream && req->topic)
 	{
 		claim = &stmt_claim_stream;
-		args[6] = Int64GetDatum(StoreClaimPosition(req->topic, req->now, &floor));
-		args[7] = Int64GetDatum(floor);
+		args[6] = obx_position(req->topic, req->now, &args[7]);
 	}
 	else if (stream)
 	{
@@ -545,9 +575,15 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
 
 	for (i = 0; i < n; i++)
 	{
+		int64		holes[STREAM_MAX_HOLES];
+		int			nholes;
 		int64		floor;
+		int			h;
 
-		pos[i] = Int64GetDatum(StoreClaimPosition(DatumGetTextPP(names[i]), now, &floor));
+		floor = StoreClaimPosition(DatumGetTextPP(names[i]), now, holes, &nholes);
+		pos[i] = Int64GetDatum(floor);
+		for (h = 0; h < nholes; h++)
+			floor = Min(floor, holes[h]);
 		flo[i] = Int64GetDatum(floor);
 	}
 
@@ -604,7 +640,6 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 	Datum		args[8];
 	int			dead = 0;
 	int			n;
-	int64		floor;
 
 	Assert(req->topic != NULL);
 	args[0] = PointerGetDatum(req->topic);
@@ -617,8 +652,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = TimestampTzGetDatum(req->now);
 		args[5] = Int32GetDatum(req->max_attempts);
-		args[6] = Int64GetDatum(StoreClaimPosition(req->topic, req->now, &floor));
-		args[7] = Int64GetDatum(floor);
+		args[6] = obx_position(req->topic, req->now, &args[7]);
 
 		/* candidates that turn out dead do not count, as in obx_claim */
 		n = 0;

@@ -36,11 +36,10 @@
  * holes again: one rolled back, or finished or deferred, is dropped; one
  * that committed is made deferred, so that claims find it among the
  * deferred messages by its available_at, and is dropped once that change
- * is seen committed.  Until then a hole holds the key floor of the claims
- * (the lowest of the position and the holes, where the check of a keyed
- * candidate starts to look for earlier messages of its key): a message
- * appended to the key after the hole committed is not handed out before
- * the hole's.
+ * is seen committed.  Until then the claims get the hole with the
+ * position, and the check of a keyed candidate looks among the holes for
+ * an earlier message of its key too: a message appended to the key after
+ * the hole committed is not handed out before the hole's.
  *
  * A server that does not preload the library has no shared memory: each
  * backend keeps the positions of the topics it claims itself, and moves
@@ -134,16 +133,16 @@ static LocalPosition *obx_local_entry(text *topic);
 /*
  * The claim position of topic, moved forward first: shared when the
  * library is preloaded, this backend's own otherwise; 0 (the start of the
- * stream) for the tables of 1.0 and 1.1, which have none.  *key_floor is
- * the lowest of the position and its holes.  Called in an SPI connection.
+ * stream) for the tables of 1.0 and 1.1, which have none.  Its holes go
+ * into holes (room for STREAM_MAX_HOLES), their number into *nholes.
+ * Called in an SPI connection.
  */
 int64
-StoreClaimPosition(text *topic, TimestampTz now, int64 *key_floor)
+StoreClaimPosition(text *topic, TimestampTz now, int64 *holes, int *nholes)
 {
 	StreamClaimState st;
-	int			i;
 
-	*key_floor = 0;
+	*nholes = 0;
 	if (!StreamSchema())
 		return 0;
 	PreventCommandIfReadOnly("UPDATE");
@@ -151,9 +150,8 @@ StoreClaimPosition(text *topic, TimestampTz now, int64 *key_floor)
 		obx_shared_position(topic, now, &st);
 	else
 		obx_local_position(topic, now, &st);
-	*key_floor = st.position;
-	for (i = 0; i < st.nholes; i++)
-		*key_floor = Min(*key_floor, st.holes[i]);
+	memcpy(holes, st.holes, sizeof(int64) * st.nholes);
+	*nholes = st.nholes;
 	return st.position;
 }
 

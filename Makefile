@@ -51,6 +51,7 @@ OBJS = \
 	src/outbox_subs_frontier.o \
 	src/outbox_subs_manage.o \
 	src/outbox_subs_scan.o \
+	src/outbox_subs_sink.o \
 	src/outbox_stream.o \
 	src/outbox_uuid.o \
 	src/outbox_validate.o \

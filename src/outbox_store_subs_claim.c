@@ -46,11 +46,7 @@
 #include "outbox_store_routes.h"
 #include "outbox_stream.h"
 #include "outbox_subs.h"
-
-/* the columns of outbox.message a claim returns, and the ones it reads */
-#define SUBS_CLAIM_COLS		15
-#define SUBS_COL_OWNER		9
-#define SUBS_COL_SEQ		13
+#include "outbox_subs_sink.h"
 
 /* at most this many reads of the log per claim (keys and schedules skipped) */
 #define SUBS_FRESH_READS	4
@@ -236,86 +232,6 @@ static SavedStatement stmt_holes_done = {
 };
 
 /*
- * Where the rows of a claim go: a tuplestore of the row type of
- * outbox.message, or (messages) a list of ClaimedMessages in cxt.
- */
-typedef struct SubsSink
-{
-	TupleDesc	tupdesc;
-	Tuplestorestate *store;
-	List	  **messages;
-	MemoryContext cxt;
-	Datum		values[OUTBOX_MESSAGE_MAX_COLS];
-	bool		nulls[OUTBOX_MESSAGE_MAX_COLS];
-} SubsSink;
-
-/* The row of SPI_tuptable i as a ClaimedMessage in sink's context */
-static void
-obx_sink_message(SubsSink *sink, HeapTuple row, TupleDesc desc)
-{
-	MemoryContext spi = MemoryContextSwitchTo(sink->cxt);
-	ClaimedMessage *m = palloc(sizeof(ClaimedMessage));
-	bool		isnull;
-	Datum		until;
-
-	memcpy(&m->id, DatumGetUUIDP(SPI_getbinval(row, desc, 1, &isnull)), sizeof(pg_uuid_t));
-	m->topic = DatumGetTextPCopy(SPI_getbinval(row, desc, 2, &isnull));
-	m->event_type = DatumGetTextPCopy(SPI_getbinval(row, desc, 3, &isnull));
-	m->payload = datumCopy(SPI_getbinval(row, desc, 4, &isnull), false, -1);
-	m->created_at = DatumGetTimestampTz(SPI_getbinval(row, desc, 5, &isnull));
-	m->attempts = DatumGetInt32(SPI_getbinval(row, desc, 7, &isnull));
-	until = SPI_getbinval(row, desc, 8, &isnull);
-	m->leased_until = isnull ? DT_NOBEGIN : DatumGetTimestampTz(until);
-	*sink->messages = lappend(*sink->messages, m);
-	MemoryContextSwitchTo(spi);
-}
-
-/*
- * Put the leased rows of SPI_tuptable into the sink, the columns in order
- * into the live attributes of outbox.message.  Returns how many; *last is
- * the position of the last row read (leased or not).
- */
-static int
-obx_sink(SubsSink *sink, int64 *last)
-{
-	SPITupleTable *tt = SPI_tuptable;
-	uint64		i;
-	int			n = 0;
-
-	for (i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	row = tt->vals[i];
-		bool		isnull;
-		int			col = 1;
-		int			att;
-
-		*last = DatumGetInt64(SPI_getbinval(row, tt->tupdesc, SUBS_COL_SEQ, &isnull));
-		(void) SPI_getbinval(row, tt->tupdesc, SUBS_COL_OWNER, &isnull);
-		if (isnull)
-			continue;
-		n++;
-		if (sink->messages != NULL)
-		{
-			obx_sink_message(sink, row, tt->tupdesc);
-			continue;
-		}
-		for (att = 0; att < sink->tupdesc->natts; att++)
-		{
-			if (TupleDescAttr(sink->tupdesc, att)->attisdropped || col > SUBS_CLAIM_COLS)
-			{
-				sink->values[att] = (Datum) 0;
-				sink->nulls[att] = true;
-				continue;
-			}
-			sink->values[att] = SPI_getbinval(row, tt->tupdesc, col, &sink->nulls[att]);
-			col++;
-		}
-		tuplestore_putvalues(sink->store, sink->tupdesc, sink->values, sink->nulls);
-	}
-	return n;
-}
-
-/*
  * When this backend last looked for the leases of a subscription that ran
  * out: a few subscriptions, the least recently looked at replaced.
  */
@@ -382,21 +298,6 @@ obx_dead_mark(Datum sub, const ClaimRequest *req, TimestampTz low)
 		SubsPromoteReturned(1, 2);
 }
 
-/* an array of n Datums of type typid */
-static Datum
-obx_array(Datum *elems, bool *nulls, int n, Oid typid)
-{
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-	int			dims[1] = {n};
-	int			lbs[1] = {1};
-
-	get_typlenbyvalalign(typid, &typlen, &typbyval, &typalign);
-	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, typid,
-											  typlen, typbyval, typalign));
-}
-
 /*
  * Look again at the holes of the subscription: hand out those whose append
  * committed (at most want), drop those that rolled back.  Returns how many
@@ -448,19 +349,19 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	*changed = ngone > 0 || ndone > 0;
 	if (ngone > 0)
 	{
-		args[1] = obx_array(gone, NULL, ngone, INT8OID);
+		args[1] = SubsArray(gone, NULL, ngone, INT8OID);
 		if (SpiExecute(&stmt_holes_gone, args, NULL, false, 0) > 0)
 			SubsPromoteReturned(1, 2);
 	}
 	if (ndone == 0)
 		return 0;
 	args[1] = PointerGetDatum(req->topic);
-	args[2] = obx_array(done, NULL, ndone, INT8OID);
+	args[2] = SubsArray(done, NULL, ndone, INT8OID);
 	args[3] = TimestampTzGetDatum(req->now);
 	args[4] = TimestampTzGetDatum(lease_end);
 	args[5] = PointerGetDatum(req->owner);
 	(void) SpiExecute(&stmt_holes_done, args, NULL, false, 0);
-	return obx_sink(sink, &last);
+	return SubsSinkRows(sink, &last);
 }
 
 /*
@@ -560,13 +461,13 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 				havail[nholes] = TimestampTzGetDatum(e->available_at);
 				nholes++;
 			}
-			args[2] = obx_array(fresh, NULL, nfresh, INT8OID);
-			args[3] = obx_array(hseq, NULL, nholes, INT8OID);
-			args[4] = obx_array(hid, NULL, nholes, UUIDOID);
-			args[8] = obx_array(hkey, hkeynull, nholes, TEXTOID);
-			args[9] = obx_array(havail, NULL, nholes, TIMESTAMPTZOID);
+			args[2] = SubsArray(fresh, NULL, nfresh, INT8OID);
+			args[3] = SubsArray(hseq, NULL, nholes, INT8OID);
+			args[4] = SubsArray(hid, NULL, nholes, UUIDOID);
+			args[8] = SubsArray(hkey, hkeynull, nholes, TEXTOID);
+			args[9] = SubsArray(havail, NULL, nholes, TIMESTAMPTZOID);
 			(void) SpiExecute(&stmt_claim_fresh, args, nulls, false, 0);
-			got += obx_sink(sink, &last);
+			got += SubsSinkRows(sink, &last);
 		}
 		next = end;
 	}
@@ -677,13 +578,13 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 		args[7] = TimestampTzGetDatum(low);
 		obx_dead_mark(sub, req, low);
 		(void) SpiExecute(&stmt_claim_expired, args, NULL, false, 0);
-		got = obx_sink(sink, &last);
+		got = SubsSinkRows(sink, &last);
 	}
 	if (got < req->batch_size)
 	{
 		args[2] = Int32GetDatum(req->batch_size - got);
 		(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
-		got += obx_sink(sink, &last);
+		got += SubsSinkRows(sink, &last);
 	}
 	if (got < req->batch_size)
 	{
@@ -700,7 +601,7 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 		{
 			args[2] = Int32GetDatum(req->batch_size - got);
 			(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
-			got += obx_sink(sink, &last);
+			got += SubsSinkRows(sink, &last);
 		}
 	}
 	SpiFinish();
@@ -718,12 +619,7 @@ SubsClaimToTuplestore(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 {
 	SubsSink	sink;
 
-	if (tupdesc->natts > OUTBOX_MESSAGE_MAX_COLS)
-		elog(ERROR, "outbox.message has an unexpected shape (%d columns)",
-			 tupdesc->natts);
-	sink.tupdesc = tupdesc;
-	sink.store = store;
-	sink.messages = NULL;
+	SubsSinkTuplestore(&sink, tupdesc, store);
 	return obx_subs_claim(req, name, &sink);
 }
 
@@ -736,9 +632,6 @@ SubsClaimMessages(const ClaimRequest *req, text *name, List **messages)
 {
 	SubsSink	sink;
 
-	sink.tupdesc = NULL;
-	sink.store = NULL;
-	sink.messages = messages;
-	sink.cxt = CurrentMemoryContext;
+	SubsSinkList(&sink, messages);
 	return obx_subs_claim(req, name, &sink);
 }

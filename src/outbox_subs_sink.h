@@ -1,0 +1,40 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_subs_sink.h
+ *		Where the claim of a named subscription puts the rows it leased,
+ *		and the arrays its statements take (outbox_subs_sink.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_SUBS_SINK_H
+#define OUTBOX_SUBS_SINK_H
+
+#include "postgres.h"
+
+#include "access/tupdesc.h"
+#include "nodes/pg_list.h"
+#include "utils/tuplestore.h"
+
+#include "outbox_store.h"
+
+/*
+ * Where the rows of a claim go: a tuplestore of the row type of
+ * outbox.message, or (messages) a list of ClaimedMessages in cxt.
+ */
+typedef struct SubsSink
+{
+	TupleDesc	tupdesc;
+	Tuplestorestate *store;
+	List	  **messages;
+	MemoryContext cxt;
+	Datum		values[OUTBOX_MESSAGE_MAX_COLS];
+	bool		nulls[OUTBOX_MESSAGE_MAX_COLS];
+} SubsSink;
+
+extern void SubsSinkTuplestore(SubsSink *sink, TupleDesc tupdesc,
+							   Tuplestorestate *store);
+extern void SubsSinkList(SubsSink *sink, List **messages);
+extern int	SubsSinkRows(SubsSink *sink, int64 *last);
+extern Datum SubsArray(Datum *elems, bool *nulls, int n, Oid typid);
+
+#endif							/* OUTBOX_SUBS_SINK_H */

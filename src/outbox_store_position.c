@@ -2,7 +2,8 @@
  *
  * outbox_store_position.c
  *		Where a claim of a topic starts reading its stream: the claim
- *		position, moved forward first as far as it may go.
+ *		position, moved forward first as far as it may go; and when the
+ *		next message of a topic becomes due, read from there.
  *
  * A position moves over the messages finished or deferred in committed
  * state, and never past an append that may still commit below it: not
@@ -116,6 +117,53 @@ static SavedStatement stmt_defer_holes = {
 	" FOR UPDATE SKIP LOCKED))",
 	SPI_OK_UPDATE,
 	2, {TEXTOID, INT8ARRAYOID}
+};
+
+/*
+ * When the next message of a topic becomes due, in the stream (the tables
+ * of 1.2, $1 topic, $2 now): a deferred message's
+ * available_at or lease end (their index), or the lease end of one of the
+ * first STREAM_NEXT_DUE_WINDOW fresh messages from the claim position $3
+ * (0 when the library is not preloaded), where the leases that hold the
+ * position back are.  A round
+ * of the worker has claimed every fresh message due, so what lies beyond
+ * that window is due now or not at all.
+ */
+#define STREAM_NEXT_DUE_WINDOW "1000"
+
+static SavedStatement stmt_next_due_stream = {
+	"SELECT LEAST("
+	" (SELECT pg_catalog.min(GREATEST(available_at, leased_until))"
+	"  FROM outbox.message"
+	"  WHERE deferred AND topic OPERATOR(pg_catalog.=) $1"
+	"  AND delivered_at IS NULL AND dead_at IS NULL"
+	"  AND GREATEST(available_at, leased_until) OPERATOR(pg_catalog.>) $2),"
+	" (SELECT pg_catalog.min(w.due) FILTER (WHERE w.due OPERATOR(pg_catalog.>) $2) FROM"
+	"  (SELECT GREATEST(available_at, leased_until) AS due FROM outbox.message"
+	"   WHERE topic OPERATOR(pg_catalog.=) $1 AND seq OPERATOR(pg_catalog.>=) $3"
+	"   AND NOT deferred AND pg_catalog.num_nulls(delivered_at, dead_at) OPERATOR(pg_catalog.=) 2"
+	"   ORDER BY seq LIMIT " STREAM_NEXT_DUE_WINDOW ") w))",
+	SPI_OK_SELECT,
+	3, {TEXTOID, TIMESTAMPTZOID, INT8OID}
+};
+
+/*
+ * In the tables of 1.0 and 1.1, through their index of pending messages.
+ * When the next message of a topic becomes due: the first one delayed into
+ * the future (first entry after now in the due index), or the end of the
+ * earliest valid lease (a short range: leased messages are due ones).
+ */
+static SavedStatement stmt_next_due = {
+	"SELECT LEAST("
+	" (SELECT pg_catalog.min(available_at) FROM outbox.message"
+	"  WHERE topic OPERATOR(pg_catalog.=) $1 AND delivered_at IS NULL AND dead_at IS NULL"
+	"  AND available_at OPERATOR(pg_catalog.>) $2),"
+	" (SELECT pg_catalog.min(leased_until) FROM outbox.message"
+	"  WHERE topic OPERATOR(pg_catalog.=) $1 AND delivered_at IS NULL AND dead_at IS NULL"
+	"  AND available_at OPERATOR(pg_catalog.<=) $2 AND leased_until OPERATOR(pg_catalog.>) $2"
+	"  AND leased_until OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz))",
+	SPI_OK_SELECT,
+	2, {TEXTOID, TIMESTAMPTZOID}
 };
 
 static bool obx_searched_lately(const StreamClaimState *st, TimestampTz now);
@@ -363,4 +411,28 @@ obx_local_entry(text *topic)
 		p->state.moved = GetCurrentTimestamp();
 	}
 	return p;
+}
+
+/*
+ * The earliest instant after now at which a message of topic becomes due,
+ * or DT_NOEND when none will without another append.
+ */
+TimestampTz
+StoreNextDue(text *topic, TimestampTz now)
+{
+	Datum		args[3];
+	Datum		next;
+	bool		isnull;
+	bool		stream = StreamSchema();
+	StreamClaimState st;
+
+	StreamPositionGet(topic, &st);	/* position 0 when none is kept */
+	args[0] = PointerGetDatum(topic);
+	args[1] = TimestampTzGetDatum(now);
+	args[2] = Int64GetDatum(st.position);
+	if (!SpiRunFirstRow(stream ? &stmt_next_due_stream : &stmt_next_due,
+						args, NULL, &next, &isnull, 1) ||
+		isnull)
+		return DT_NOEND;
+	return DatumGetTimestampTz(next);
 }

@@ -369,13 +369,18 @@ static SavedStatement stmt_claim_stream_delivered = {
 
 /*
  * A claim across all topics: the topics and their claim positions come as
- * the arrays $1, $7 and $8 (from obx_stream_topics).  It takes the first twice
- * a batch of each topic's deferred and fresh due messages, keeps twice the
- * batch of the oldest of them all, and locks the first of those that no
- * other claim holds.  So two claims across all topics at once share the
- * work, and a third may come out short; claims of one topic each scale
- * without that limit.
+ * the arrays $1, $7 and $8 (from obx_stream_topics).  It takes the first
+ * ACROSS_CANDIDATES batches of each topic's deferred and fresh due
+ * messages, keeps as many of the oldest of them all, and locks the first
+ * of those that no other claim holds.  The candidates are read without
+ * locks (locking them per topic would lock a batch in every topic), so
+ * claims across all topics at once share them: up to ACROSS_CANDIDATES
+ * such claims each get a full batch, and one more may come out short (with
+ * two batches of candidates, 4 workers drained a topic in claims of 31 on
+ * average); claims of one topic each scale without that limit.
  */
+#define ACROSS_CANDIDATES "4"
+
 static SavedStatement stmt_claim_stream_any = {
 	"WITH " CLAIM_UPDATE_BY("ctid")
 	" SELECT c.ctid FROM outbox.message c"
@@ -385,12 +390,12 @@ static SavedStatement stmt_claim_stream_any = {
 	"  LATERAL ("
 	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
 	STREAM_DEFERRED_DUE("o", "t.topic", "t.floor", "NULL::pg_catalog.int8[]")
-	"    ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) 2)"
+	"    ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")"
 	"   UNION ALL"
 	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
 	STREAM_FRESH_DUE("o", "t.topic", "t.pos", "t.floor", "NULL::pg_catalog.int8[]")
-	"    ORDER BY o.seq LIMIT $3 OPERATOR(pg_catalog.*) 2)) x"
-	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) 2))"
+	"    ORDER BY o.seq LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")) x"
+	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES "))"
 	" AND " CLAIM_DUE("c")
 	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED"
 	")) RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id",

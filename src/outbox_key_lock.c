@@ -44,13 +44,11 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/fmgroids.h"
-#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
@@ -90,9 +88,8 @@ KeyLockTake(text *topic, text *key)
 	SET_LOCKTAG_ADVISORY(key_lock_tag, MyDatabaseId, (uint32) (hash >> 32),
 						 (uint32) hash, KEY_LOCK_FIELD);
 	relid = StreamMessageRelid();
-	indexid = OidIsValid(relid) ?
-		get_relname_relid("message_key_idx", get_rel_namespace(relid)) : InvalidOid;
-	if (!OidIsValid(indexid))
+	indexid = StreamKeyIndexRelid();
+	if (!OidIsValid(relid) || !OidIsValid(indexid))
 	{
 		/* its appenders cannot be read: wait for them, until the end */
 		(void) LockAcquire(&key_lock_tag, ExclusiveLock, false, false);

@@ -441,6 +441,7 @@ static SavedStatement stmt_stream_topics_v15 = {
 };
 
 static Datum obx_position(text *topic, TimestampTz now, Datum *holes);
+static Datum obx_int8_array(Datum *elems, int n);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
 static bool obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
 							  Datum *floors);
@@ -460,9 +461,16 @@ obx_position(text *topic, TimestampTz now, Datum *holes)
 
 	for (i = 0; i < n; i++)
 		elems[i] = Int64GetDatum(seqs[i]);
-	*holes = PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64),
-											 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	*holes = obx_int8_array(elems, n);
 	return Int64GetDatum(position);
+}
+
+/* A bigint[] of the n Datums elems */
+static Datum
+obx_int8_array(Datum *elems, int n)
+{
+	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 /*
@@ -594,12 +602,8 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
 
 	*topics = PointerGetDatum(construct_array(names, (int) n, TEXTOID,
 											  -1, false, TYPALIGN_INT));
-	*positions = PointerGetDatum(construct_array(pos, (int) n, INT8OID,
-												 sizeof(int64), FLOAT8PASSBYVAL,
-												 TYPALIGN_DOUBLE));
-	*floors = PointerGetDatum(construct_array(flo, (int) n, INT8OID,
-											  sizeof(int64), FLOAT8PASSBYVAL,
-											  TYPALIGN_DOUBLE));
+	*positions = obx_int8_array(pos, (int) n);
+	*floors = obx_int8_array(flo, (int) n);
 	return true;
 }
 

@@ -101,11 +101,14 @@ typedef struct StreamShared
 	LWLock	   *position_lock;	/* the positions' hash */
 } StreamShared;
 
-/* outbox.message and outbox.message_seq, by name and as last found */
+/* outbox.message, its sequence and its key index, by name and as last found */
 #define STREAM_REL_MESSAGE	0
 #define STREAM_REL_SEQ		1
-#define STREAM_NRELS		2
-static const char *const stream_rel_names[STREAM_NRELS] = {"message", "message_seq"};
+#define STREAM_REL_KEY_IDX	2
+#define STREAM_NRELS		3
+static const char *const stream_rel_names[STREAM_NRELS] = {
+	"message", "message_seq", "message_key_idx"
+};
 static Oid	stream_rels[STREAM_NRELS];
 
 static StreamShared *stream_shared = NULL;
@@ -216,6 +219,13 @@ StreamMessageRelid(void)
 	return obx_known_relation(STREAM_REL_MESSAGE);
 }
 
+/* outbox.message_key_idx, as last found by name; InvalidOid when it is missing */
+Oid
+StreamKeyIndexRelid(void)
+{
+	return obx_known_relation(STREAM_REL_KEY_IDX);
+}
+
 /*
  * Whether claims can keep positions: the shared memory exists and the
  * tables have positions.
@@ -251,9 +261,9 @@ obx_forget_relations(Datum arg, int cacheid, uint32 hashvalue)
 }
 
 /*
- * The OID of outbox.message or outbox.message_seq (which), looked up by
- * name once and kept until an invalidation; InvalidOid when missing (which
- * is not kept: the next call looks again).
+ * The OID of outbox.message, outbox.message_seq or message_key_idx
+ * (which), looked up by name once and kept until an invalidation;
+ * InvalidOid when missing (which is not kept: the next call looks again).
  */
 static Oid
 obx_known_relation(int which)

@@ -21,6 +21,7 @@ extern void OutboxStreamInit(void);
 /* whether the tables have positions (1.2); and claims can keep them */
 extern bool StreamSchema(void);
 extern Oid	StreamMessageRelid(void);
+extern Oid	StreamKeyIndexRelid(void);
 extern bool StreamAvailable(void);
 
 /*

@@ -44,15 +44,23 @@ SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w');
 });
 
 my $connstr = $node->connstr('app');
-my $appenders = IPC::Run::start(
-	[ 'pgbench', '-n', '-c', '6', '-j', '2', '-T', '6',
-	  '-f', "$commit\@4", '-f', "$rollback\@1", $connstr ],
-	'>', \my $aout, '2>', \my $aerr);
-my $claimers = IPC::Run::start(
-	[ 'pgbench', '-n', '-c', '2', '-j', '1', '-T', '6', '-f', $claim, $connstr ],
-	'>', \my $cout, '2>', \my $cerr);
-ok($appenders->finish, 'the appenders ran without error') or diag($aerr);
-ok($claimers->finish, 'the claimers ran without error') or diag($cerr);
+
+# pgbench started in the background with these options; returns a sub
+# that waits for it and says whether it ran without error
+sub pgbench_start
+{
+	my @options = @_;
+	my ($out, $err);
+	my $h = IPC::Run::start([ 'pgbench', '-n', @options, $connstr ],
+		'>', \$out, '2>', \$err);
+	return sub { my $ok = $h->finish; diag($err) unless $ok; return $ok; };
+}
+
+my $appenders = pgbench_start('-c', '6', '-j', '2', '-T', '6',
+	'-f', "$commit\@4", '-f', "$rollback\@1");
+my $claimers = pgbench_start('-c', '2', '-j', '1', '-T', '6', '-f', $claim);
+ok($appenders->(), 'the appenders ran without error');
+ok($claimers->(), 'the claimers ran without error');
 
 my $total = $node->safe_psql('app', 'SELECT count(*) FROM outbox.message');
 cmp_ok($total, '>', 100, "$total messages appended");
@@ -109,19 +117,13 @@ INSERT INTO public.got (id, seq, key)
 SELECT c.id, c.seq, c.ordering_key FROM outbox.claim('w', 'h', 20, 30) c
  WHERE outbox.complete(c.id, 'w');
 });
-my $holders = IPC::Run::start(
-	[ 'pgbench', '-n', '-c', '6', '-j', '2', '-T', '10',
-	  '-f', "$long\@4", '-f', "$long_undone\@1", $connstr ],
-	'>', \my $hout, '2>', \my $herr);
-my $shorts = IPC::Run::start(
-	[ 'pgbench', '-n', '-c', '2', '-j', '1', '-T', '10', '-R', '200', '-f', $short, $connstr ],
-	'>', \my $sout, '2>', \my $serr);
-my $recorders = IPC::Run::start(
-	[ 'pgbench', '-n', '-c', '2', '-j', '1', '-T', '12', '-f', $record, $connstr ],
-	'>', \my $rout, '2>', \my $rerr);
-ok($holders->finish, 'the appenders that hold their appends open ran without error') or diag($herr);
-ok($shorts->finish, 'the short appenders ran without error') or diag($serr);
-ok($recorders->finish, 'the claimers ran without error') or diag($rerr);
+my $holders = pgbench_start('-c', '6', '-j', '2', '-T', '10',
+	'-f', "$long\@4", '-f', "$long_undone\@1");
+my $shorts = pgbench_start('-c', '2', '-j', '1', '-T', '10', '-R', '200', '-f', $short);
+my $recorders = pgbench_start('-c', '2', '-j', '1', '-T', '12', '-f', $record);
+ok($holders->(), 'the appenders that hold their appends open ran without error');
+ok($shorts->(), 'the short appenders ran without error');
+ok($recorders->(), 'the claimers ran without error');
 
 $rounds = 0;
 while ($rounds++ < 1000)

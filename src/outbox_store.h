@@ -97,11 +97,12 @@ extern void StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 	"pg_catalog.num_nulls(" a ".delivered_at, " a ".dead_at) OPERATOR(pg_catalog.=) 2"
 
 /*
- * where a claim of a topic starts reading its stream, and the holes below
- * it (outbox_store_position.c; room for STREAM_MAX_HOLES)
+ * where a claim of a topic starts reading its stream, the holes below it
+ * and its passed keys (outbox_store_position.c)
  */
-extern int64 StoreClaimPosition(text *topic, TimestampTz now, int64 *holes,
-								int *nholes);
+struct StreamClaimState;
+extern void StoreClaimState(text *topic, TimestampTz now,
+							struct StreamClaimState *st);
 
 /* claiming (outbox_store_claim.c) */
 extern int	StoreClaimToTuplestore(const ClaimRequest *req, TupleDesc tupdesc,

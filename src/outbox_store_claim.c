@@ -277,13 +277,49 @@ static SavedStatement stmt_claim_delivered = {
 	STREAM_FRESH_AT(a, topic, pos) KEY_HEAD_AT(a, topic, lower, holes)
 
 /*
+ * A claim of one topic gets the passed keys of its position (see
+ * outbox_store_position.c) as the arrays $9 (the keys) and $10 (from where
+ * each one's pending fresh messages are).  Its read from the position
+ * leaves their messages out (a long run of them would be read through),
+ * and a keyed message of alias a is checked for the key rule from its
+ * key's from when the key is passed, from the position otherwise.
+ */
+#define NOT_PASSED_KEY(a) \
+	" AND (" a ".ordering_key IS NULL" \
+	" OR " a ".ordering_key OPERATOR(pg_catalog.<>) ALL ($9))"
+#define KEY_LOWER(a) \
+	"COALESCE($10[pg_catalog.array_position($9, " a ".ordering_key)], $7)"
+
+/*
  * The window of a claim of one topic: a batch of its fresh due messages in
  * stream order, locked (alias a, the columns cols).
  */
 #define CLAIM_WINDOW(a, cols) \
 	"SELECT " cols " FROM outbox.message " a \
-	STREAM_FRESH_AT(a, "$1", "$7") \
+	STREAM_FRESH_AT(a, "$1", "$7") NOT_PASSED_KEY(a) \
 	" ORDER BY " a ".seq LIMIT $3 FOR UPDATE SKIP LOCKED"
+
+/*
+ * The heads of the passed keys: each key's first pending fresh message
+ * from its from, read without a lock, and locked (SKIP LOCKED) when it is
+ * due and no earlier message of its key is pending; a message that
+ * changed meanwhile is left out by the TID scan.
+ */
+#define CLAIM_PASSED_HEADS \
+	"SELECT p.ctid FROM outbox.message p" \
+	" WHERE p.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT h.ctid FROM ROWS FROM (pg_catalog.unnest($9), pg_catalog.unnest($10))" \
+	"   AS e(key, lower), LATERAL (" \
+	"   SELECT c.ctid, c.topic, c.ordering_key, c.seq, c.available_at, c.leased_until" \
+	"   FROM outbox.message c WHERE c.topic OPERATOR(pg_catalog.=) $1" \
+	"   AND c.ordering_key OPERATOR(pg_catalog.=) e.key AND c.ordering_key IS NOT NULL" \
+	"   AND c.seq OPERATOR(pg_catalog.>=) e.lower AND NOT c.deferred AND " STREAM_PENDING("c") \
+	"   ORDER BY c.seq LIMIT 1) h" \
+	"  WHERE h.available_at OPERATOR(pg_catalog.<=) $2" \
+	"  AND (h.leased_until IS NULL OR h.leased_until OPERATOR(pg_catalog.<=) $2)" \
+	KEY_HEAD_AT("h", "$1", "e.lower", "$8") "))" \
+	" AND NOT p.deferred AND " CLAIM_DUE("p") \
+	" FOR UPDATE SKIP LOCKED"
 
 /*
  * The claims of one topic: first the deferred messages that are due, then
@@ -316,25 +352,29 @@ static SavedStatement stmt_claim_delivered = {
 #define CLAIM_STREAM_CANDIDATES \
 	" SELECT x.ctid FROM (" \
 	"  SELECT d.ctid FROM (SELECT c.ctid FROM outbox.message c" \
-	STREAM_DEFERRED_DUE("c", "$1", "$7", "$8") \
+	STREAM_DEFERRED_DUE("c", "$1", KEY_LOWER("c"), "$8") \
 	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
+	"  UNION ALL" \
+	"  SELECT p.ctid FROM (" CLAIM_PASSED_HEADS ") p" \
 	"  UNION ALL" \
 	"  SELECT w.ctid FROM (" CLAIM_WINDOW("c", "c.ctid, c.topic, c.ordering_key, c.seq") ") w" \
 	"   WHERE true" KEY_HEAD_AT("w", "$1", "$7", "$8") \
 	"  UNION ALL" \
 	"  SELECT f.ctid FROM (SELECT c.ctid FROM outbox.message c" \
-	STREAM_FRESH_DUE("c", "$1", "$7", "$7", "$8") \
+	STREAM_FRESH_DUE("c", "$1", "$7", "$7", "$8") NOT_PASSED_KEY("c") \
 	"   AND c.seq OPERATOR(pg_catalog.>) (SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.=) $3" \
 	"    THEN pg_catalog.max(e.seq) END FROM (" CLAIM_WINDOW("e", "e.seq") ") e)" \
 	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
 	" ) x LIMIT $3)) "
 
 #define CLAIM_STREAM_ARGTYPES \
-	8, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID, INT8ARRAYOID}
+	10, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID, \
+		 INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID}
 
 /*
  * $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts,
- * $7 position, $8 holes (bigint[])
+ * $7 position, $8 holes (bigint[]), $9 passed keys (text[]), $10 their
+ * froms (bigint[])
  */
 static SavedStatement stmt_claim_stream = {
 	"WITH " CLAIM_UPDATE_BY("ctid") CLAIM_STREAM_CANDIDATES
@@ -440,29 +480,37 @@ static SavedStatement stmt_stream_topics_v15 = {
 	0, {InvalidOid}
 };
 
-static Datum obx_position(text *topic, TimestampTz now, Datum *holes);
+static void obx_position(text *topic, TimestampTz now, Datum *args);
 static Datum obx_int8_array(Datum *elems, int n);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
 static bool obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
 							  Datum *floors);
 
 /*
- * The claim position of topic as a Datum, and its holes as a bigint[] in
- * *holes (allocated in the SPI connection).
+ * The claim state of topic as the arguments $7 to $10 of a claim of one
+ * topic, args[6..9] (the arrays allocated in the SPI connection).
  */
-static Datum
-obx_position(text *topic, TimestampTz now, Datum *holes)
+static void
+obx_position(text *topic, TimestampTz now, Datum *args)
 {
-	int64		seqs[STREAM_MAX_HOLES];
-	Datum		elems[STREAM_MAX_HOLES];
-	int			n;
+	StreamClaimState st;
+	Datum		elems[Max(STREAM_MAX_HOLES, STREAM_MAX_PASSED_KEYS)];
+	Datum		keys[STREAM_MAX_PASSED_KEYS];
 	int			i;
-	int64		position = StoreClaimPosition(topic, now, seqs, &n);
 
-	for (i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(seqs[i]);
-	*holes = obx_int8_array(elems, n);
-	return Int64GetDatum(position);
+	StoreClaimState(topic, now, &st);
+	args[6] = Int64GetDatum(st.position);
+	for (i = 0; i < st.nholes; i++)
+		elems[i] = Int64GetDatum(st.holes[i]);
+	args[7] = obx_int8_array(elems, st.nholes);
+	for (i = 0; i < st.nkeys; i++)
+	{
+		keys[i] = CStringGetTextDatum(st.keys[i].key);
+		elems[i] = Int64GetDatum(st.keys[i].from);
+	}
+	args[8] = PointerGetDatum(construct_array(keys, st.nkeys, TEXTOID, -1, false,
+											  TYPALIGN_INT));
+	args[9] = obx_int8_array(elems, st.nkeys);
 }
 
 /* A bigint[] of the n Datums elems */
@@ -484,8 +532,8 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 {
 	bool		stream = StreamSchema();
 	SavedStatement *claim;
-	Datum		args[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		args[10];
+	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int			leased = 0;
 
 	args[0] = req->topic ? PointerGetDatum(req->topic) : (Datum) 0;
@@ -501,7 +549,7 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	if (stream && req->topic)
 	{
 		claim = &stmt_claim_stream;
-		args[6] = obx_position(req->topic, req->now, &args[7]);
+		obx_position(req->topic, req->now, args);
 	}
 	else if (stream)
 	{
@@ -588,15 +636,16 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
 
 	for (i = 0; i < n; i++)
 	{
-		int64		holes[STREAM_MAX_HOLES];
-		int			nholes;
+		StreamClaimState st;
 		int64		floor;
 		int			h;
 
-		floor = StoreClaimPosition(DatumGetTextPP(names[i]), now, holes, &nholes);
+		/* this claim knows no passed key: it reads from the first of them */
+		StoreClaimState(DatumGetTextPP(names[i]), now, &st);
+		floor = StreamStateFloor(&st);
 		pos[i] = Int64GetDatum(floor);
-		for (h = 0; h < nholes; h++)
-			floor = Min(floor, holes[h]);
+		for (h = 0; h < st.nholes; h++)
+			floor = Min(floor, st.holes[h]);
 		flo[i] = Int64GetDatum(floor);
 	}
 
@@ -646,7 +695,7 @@ int
 StoreClaimDelivered(const ClaimRequest *req, List **messages)
 {
 	ClaimSink	sink;
-	Datum		args[8];
+	Datum		args[10];
 	int			dead = 0;
 	int			n;
 
@@ -661,7 +710,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = TimestampTzGetDatum(req->now);
 		args[5] = Int32GetDatum(req->max_attempts);
-		args[6] = obx_position(req->topic, req->now, &args[7]);
+		obx_position(req->topic, req->now, args);
 
 		/* candidates that turn out dead do not count, as in obx_claim */
 		n = 0;

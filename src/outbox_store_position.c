@@ -42,6 +42,21 @@
  * an earlier message of its key too: a message appended to the key after
  * the hole committed is not handed out before the hole's.
  *
+ * One ordering key with a long run of pending messages at the position
+ * (100,000 appended at once, their head leased or failing) would make
+ * every claim read through the run, which only the key's head may leave.
+ * So when the search stops at a keyed message and passing its key would
+ * move the position over at least STREAM_PASS_MIN_RUN messages of it, the
+ * key becomes a passed key of the position (at most
+ * STREAM_MAX_PASSED_KEYS, keys of up to STREAM_PASSED_KEY_BYTES - 1
+ * bytes) and the position moves on past its messages, then and in every
+ * later search.  A passed key keeps from, its first pending fresh message
+ * (none of the key is pending and fresh below it): claims take the key's
+ * head from there, one probe of message_key_idx, leave the key out of
+ * their read from the position, and check a keyed deferred message of it
+ * from there.  Each search moves from to the key's first pending fresh
+ * message below the position, and drops the key when there is none.
+ *
  * A server that does not preload the library has no shared memory: each
  * backend keeps the positions of the topics it claims itself, and moves
  * one only when no append of the database is between taking a position
@@ -57,6 +72,7 @@
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -72,6 +88,9 @@
 
 /* how long a position held by a leased message waits before deferring it */
 #define STREAM_STUCK_INTERVAL	USECS_PER_SEC
+
+/* the fewest messages of a key that a position passes as a passed key */
+#define STREAM_PASS_MIN_RUN		128
 
 /* the positions a backend keeps without preloading, at most */
 #define LOCAL_MAX_POSITIONS		256
@@ -117,6 +136,21 @@ static SavedStatement stmt_defer_holes = {
 	" FOR UPDATE SKIP LOCKED))",
 	SPI_OK_UPDATE,
 	2, {TEXTOID, INT8ARRAYOID}
+};
+
+/*
+ * The first message of ordering key $2 in topic $1 that is pending and
+ * fresh, from position $3 and below position $4.
+ */
+static SavedStatement stmt_passed_key_from = {
+	"SELECT c.seq FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.ordering_key OPERATOR(pg_catalog.=) $2"
+	" AND c.ordering_key IS NOT NULL"
+	" AND c.seq OPERATOR(pg_catalog.>=) $3 AND c.seq OPERATOR(pg_catalog.<) $4"
+	" AND NOT c.deferred AND " STREAM_PENDING("c")
+	" ORDER BY c.seq LIMIT 1",
+	SPI_OK_SELECT,
+	4, {TEXTOID, TEXTOID, INT8OID, INT8OID}
 };
 
 /*
@@ -170,6 +204,9 @@ static bool obx_searched_lately(const StreamClaimState *st, TimestampTz now);
 static void obx_unstick(text *topic, int64 position, TimestampTz moved,
 						TimestampTz now);
 static void obx_settle_holes(text *topic, StreamClaimState *st);
+static void obx_settle_keys(text *topic, StreamClaimState *st);
+static int64 obx_pass_key(text *topic, StreamClaimState *st, int64 next,
+						  int64 horizon, const char *key, TimestampTz now);
 static void obx_search(text *topic, StreamClaimState *st, int64 horizon,
 					   TimestampTz now);
 static void obx_shared_position(text *topic, TimestampTz now,
@@ -179,28 +216,22 @@ static void obx_local_position(text *topic, TimestampTz now,
 static LocalPosition *obx_local_entry(text *topic);
 
 /*
- * The claim position of topic, moved forward first: shared when the
- * library is preloaded, this backend's own otherwise; 0 (the start of the
- * stream) for the tables of 1.0 and 1.1, which have none.  Its holes go
- * into holes (room for STREAM_MAX_HOLES), their number into *nholes.
- * Called in an SPI connection.
+ * The claim state of topic into *st, its position moved forward first:
+ * shared when the library is preloaded, this backend's own otherwise;
+ * position 0 (the start of the stream) for the tables of 1.0 and 1.1,
+ * which have none.  Called in an SPI connection.
  */
-int64
-StoreClaimPosition(text *topic, TimestampTz now, int64 *holes, int *nholes)
+void
+StoreClaimState(text *topic, TimestampTz now, StreamClaimState *st)
 {
-	StreamClaimState st;
-
-	*nholes = 0;
+	memset(st, 0, sizeof(StreamClaimState));
 	if (!StreamSchema())
-		return 0;
+		return;
 	PreventCommandIfReadOnly("UPDATE");
 	if (StreamAvailable())
-		obx_shared_position(topic, now, &st);
+		obx_shared_position(topic, now, st);
 	else
-		obx_local_position(topic, now, &st);
-	memcpy(holes, st.holes, sizeof(int64) * st.nholes);
-	*nholes = st.nholes;
-	return st.position;
+		obx_local_position(topic, now, st);
 }
 
 /*
@@ -269,19 +300,93 @@ obx_settle_holes(text *topic, StreamClaimState *st)
 }
 
 /*
- * Move st forward below horizon, as far as it may go: its holes looked at
- * again, then the position moved; where it has stood for
+ * Look at the passed keys of st again: each one's from moved to its first
+ * pending fresh message below the position; a key with none is dropped.
+ */
+static void
+obx_settle_keys(text *topic, StreamClaimState *st)
+{
+	int			kept = 0;
+	int			i;
+
+	for (i = 0; i < st->nkeys; i++)
+	{
+		Datum		args[4];
+		Datum		from;
+		bool		isnull;
+
+		args[0] = PointerGetDatum(topic);
+		args[1] = CStringGetTextDatum(st->keys[i].key);
+		args[2] = Int64GetDatum(st->keys[i].from);
+		args[3] = Int64GetDatum(st->position);
+		if (!SpiRunFirstRow(&stmt_passed_key_from, args, NULL, &from, &isnull, 1) ||
+			isnull)
+			continue;
+		if (kept != i)
+			st->keys[kept] = st->keys[i];
+		st->keys[kept++].from = DatumGetInt64(from);
+	}
+	if (kept < st->nkeys)
+		memset(&st->keys[kept], 0, sizeof(StreamPassedKey) * (st->nkeys - kept));
+	st->nkeys = kept;
+}
+
+/*
+ * The search of st stopped at next, a committed pending message of
+ * ordering key key: pass the key when that moves the position over at
+ * least STREAM_PASS_MIN_RUN messages of it (or of the keys passed
+ * already), and return where the position may go; next otherwise.  A
+ * position found not worth it is tried again after STREAM_STUCK_INTERVAL,
+ * should its key's run have grown.
+ */
+static int64
+obx_pass_key(text *topic, StreamClaimState *st, int64 next, int64 horizon,
+			 const char *key, TimestampTz now)
+{
+	StreamPassedKey keys[STREAM_MAX_PASSED_KEYS];
+	bool		open;
+	int64		nkeyed;
+	int64		moved;
+
+	if (st->nkeys >= STREAM_MAX_PASSED_KEYS ||
+		(next == st->key_refused && st->key_tried > now - STREAM_STUCK_INTERVAL))
+		return next;
+	memcpy(keys, st->keys, sizeof(StreamPassedKey) * st->nkeys);
+	memset(&keys[st->nkeys], 0, sizeof(StreamPassedKey));
+	keys[st->nkeys].from = next;
+	strlcpy(keys[st->nkeys].key, key, STREAM_PASSED_KEY_BYTES);
+	moved = StreamAdvance(topic, next + 1, horizon, keys, st->nkeys + 1,
+						  &open, &nkeyed, NULL);
+	if (nkeyed < STREAM_PASS_MIN_RUN)
+	{
+		st->key_refused = next;
+		st->key_tried = now;
+		return next;
+	}
+	st->keys[st->nkeys] = keys[st->nkeys];
+	st->nkeys++;
+	return moved;
+}
+
+/*
+ * Move st forward below horizon, as far as it may go: its holes and passed
+ * keys looked at again, then the position moved; where it has stood for
  * STREAM_STUCK_INTERVAL, a message still being appended becomes a hole and
- * the position moves on past it, and one leased for long is deferred.
+ * the position moves on past it, and one leased for long is deferred; a
+ * keyed message where it stops may have its key passed.
  */
 static void
 obx_search(text *topic, StreamClaimState *st, int64 horizon, TimestampTz now)
 {
 	bool		open;
 	int64		next;
+	int64		nkeyed;
+	char		key[STREAM_PASSED_KEY_BYTES];
 
 	obx_settle_holes(topic, st);
-	next = StreamAdvance(topic, st->position, horizon, &open);
+	obx_settle_keys(topic, st);
+	next = StreamAdvance(topic, st->position, horizon, st->keys, st->nkeys,
+						 &open, &nkeyed, key);
 	if (next == st->position && next < horizon)
 	{
 		if (!open)
@@ -290,9 +395,12 @@ obx_search(text *topic, StreamClaimState *st, int64 horizon, TimestampTz now)
 				 st->nholes < STREAM_MAX_HOLES)
 		{
 			st->holes[st->nholes++] = next;
-			next = StreamAdvance(topic, next + 1, horizon, &open);
+			next = StreamAdvance(topic, next + 1, horizon, st->keys, st->nkeys,
+								 &open, &nkeyed, key);
 		}
 	}
+	if (next < horizon && !open && key[0] != '\0')
+		next = obx_pass_key(topic, st, next, horizon, key, now);
 	if (next != st->position)
 	{
 		st->position = next;
@@ -325,6 +433,7 @@ obx_shared_position(text *topic, TimestampTz now, StreamClaimState *st)
 		/* the sequence was set back (TRUNCATE ... RESTART IDENTITY, setval) */
 		st->position = 0;
 		st->nholes = 0;
+		st->nkeys = 0;
 	}
 	else if (st->position > horizon)
 	{
@@ -362,6 +471,7 @@ obx_local_position(text *topic, TimestampTz now, StreamClaimState *st)
 		/* the sequence was set back */
 		p->state.position = 0;
 		p->state.nholes = 0;
+		p->state.nkeys = 0;
 	}
 	obx_search(topic, &p->state, horizon, now);
 	*st = p->state;
@@ -429,7 +539,7 @@ StoreNextDue(text *topic, TimestampTz now)
 	StreamPositionGet(topic, &st);	/* position 0 when none is kept */
 	args[0] = PointerGetDatum(topic);
 	args[1] = TimestampTzGetDatum(now);
-	args[2] = Int64GetDatum(st.position);
+	args[2] = Int64GetDatum(StreamStateFloor(&st));
 	if (!SpiRunFirstRow(stream ? &stmt_next_due_stream : &stmt_next_due,
 						args, NULL, &next, &isnull, 1) ||
 		isnull)

@@ -433,15 +433,21 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 	}
 	p->used = now;
 	p->state.searched = now;
+	p->state.key_refused = state->key_refused;
+	p->state.key_tried = state->key_tried;
 	if (state->position != p->state.position ||
 		state->nholes != p->state.nholes ||
-		memcmp(state->holes, p->state.holes, sizeof(int64) * state->nholes) != 0)
+		memcmp(state->holes, p->state.holes, sizeof(int64) * state->nholes) != 0 ||
+		state->nkeys != p->state.nkeys ||
+		memcmp(state->keys, p->state.keys, sizeof(StreamPassedKey) * state->nkeys) != 0)
 	{
 		if (state->position != p->state.position)
 			p->state.moved = now;
 		p->state.position = state->position;
 		p->state.nholes = state->nholes;
 		memcpy(p->state.holes, state->holes, sizeof(state->holes));
+		p->state.nkeys = state->nkeys;
+		memcpy(p->state.keys, state->keys, sizeof(state->keys));
 		p->state.version++;
 		if (p->state.version == 0)
 			p->state.version = 1;

@@ -47,21 +47,52 @@ extern int64 GapHorizon(void);
 extern bool GapTryHorizon(int64 *horizon);
 
 /*
- * A topic's claim position, and the holes below it: positions of appends
- * that were still in progress, long after the others, when the position
- * moved past them (outbox_store_position.c).
+ * A topic's claim position; the holes below it: positions of appends that
+ * were still in progress, long after the others, when the position moved
+ * past them; and its passed keys: ordering keys whose pending messages the
+ * position moved past, a long run of them behind the key's head
+ * (outbox_store_position.c).
  */
 #define STREAM_MAX_HOLES	8
+#define STREAM_MAX_PASSED_KEYS	4
+/* the longest ordering key that may be passed, in bytes, and its terminator */
+#define STREAM_PASSED_KEY_BYTES	64
+
+typedef struct StreamPassedKey
+{
+	int64		from;			/* no pending fresh message of the key below */
+	char		key[STREAM_PASSED_KEY_BYTES];	/* NUL-terminated */
+} StreamPassedKey;
 
 typedef struct StreamClaimState
 {
 	int64		position;		/* 0: none kept */
 	int			nholes;
 	int64		holes[STREAM_MAX_HOLES];
+	int			nkeys;
+	StreamPassedKey keys[STREAM_MAX_PASSED_KEYS];
+	int64		key_refused;	/* a position where no key was worth passing */
+	TimestampTz key_tried;		/* when that was found */
 	TimestampTz searched;		/* when a claim last searched how far it may move */
 	TimestampTz moved;			/* when it last moved */
 	uint32		version;		/* changes with each change of the above */
 } StreamClaimState;
+
+/*
+ * Where a read of the stream that does not know the passed keys starts:
+ * the position, or the first message of a passed key below it
+ */
+static inline int64
+StreamStateFloor(const StreamClaimState *state)
+{
+	int64		floor = state->position;
+	int			i;
+
+	for (i = 0; i < state->nkeys; i++)
+		if (state->keys[i].from < floor)
+			floor = state->keys[i].from;
+	return floor;
+}
 
 extern void StreamPositionGet(text *topic, StreamClaimState *state);
 extern void StreamPositionSet(text *topic, const StreamClaimState *state);

@@ -24,6 +24,7 @@
 #include "utils/uuid.h"
 
 #include "outbox_store.h"
+#include "outbox_stream.h"
 
 /* the subscription argument of a call (outbox_api_subs.c) */
 extern text *CheckSubscription(FunctionCallInfo fcinfo, int argno);
@@ -81,7 +82,9 @@ typedef struct StreamEntry
 extern int	SubsReadStream(text *topic, int64 from, int64 upto, int max_fresh,
 						   int max_holes, StreamEntry *entries, int64 *end);
 extern void SubsProbeStream(text *topic, const int64 *seqs, int n, int *states);
-extern int64 StreamAdvance(text *topic, int64 from, int64 upto, bool *open);
+extern int64 StreamAdvance(text *topic, int64 from, int64 upto,
+							const StreamPassedKey *keys, int nkeys, bool *open,
+							int64 *nkeyed, char *stop_key);
 
 #define HOLE_OPEN			0
 #define HOLE_DUE			1

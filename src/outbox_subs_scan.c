@@ -239,18 +239,74 @@ obx_passable(StreamScan *s, const PassColumns *c)
 }
 
 /*
+ * Whether the committed version the scan shows now is a message of one of
+ * the passed keys keys[0..nkeys-1].
+ */
+static bool
+obx_passed_key(StreamScan *s, const StreamPassedKey *keys, int nkeys)
+{
+	bool		isnull;
+	Datum		key;
+	text	   *t;
+	int			len;
+	int			i;
+
+	if (nkeys == 0)
+		return false;
+	key = slot_getattr(s->slot, s->att_key, &isnull);
+	if (isnull)
+		return false;
+	t = DatumGetTextPP(key);
+	len = VARSIZE_ANY_EXHDR(t);
+	for (i = 0; i < nkeys; i++)
+		if (strlen(keys[i].key) == len &&
+			memcmp(keys[i].key, VARDATA_ANY(t), len) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The ordering key of the committed version the scan shows now into key
+ * (STREAM_PASSED_KEY_BYTES), or "" when it has none or a longer one.
+ */
+static void
+obx_stop_key(StreamScan *s, char *key)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(s->slot, s->att_key, &isnull);
+	text	   *t;
+	int			len;
+
+	key[0] = '\0';
+	if (isnull)
+		return;
+	t = DatumGetTextPP(d);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len >= STREAM_PASSED_KEY_BYTES || memchr(VARDATA_ANY(t), '\0', len) != NULL)
+		return;
+	memcpy(key, VARDATA_ANY(t), len);
+	key[len] = '\0';
+}
+
+/*
  * How far a claim position of topic may move from from, below upto: to the
  * first position whose message is not finished nor deferred in committed
- * state, or is still being appended (or written by this transaction);
- * upto when every message in between is passed.  *open says whether the
- * message there is still being appended (every version it shows is
- * uncommitted).  One read, with a dirty snapshot: a position shows its
- * last committed version (finished stays finished or becomes deferred,
- * never due again in the stream) and the version of a transaction in
- * progress that changes it, if any.
+ * state, nor a committed message of one of the passed keys keys[0..nkeys-1],
+ * or is still being appended (or written by this transaction); upto when
+ * every message in between is passed.  *open says whether the message
+ * there is still being appended (every version it shows is uncommitted);
+ * *nkeyed counts the positions passed as messages of the passed keys; and
+ * stop_key (STREAM_PASSED_KEY_BYTES, or NULL) gets the ordering key of the
+ * committed message there, "" when it has none (or one too long to pass).
+ * One read, with a dirty snapshot: a position shows its last committed
+ * version (finished stays finished or becomes deferred, never due again
+ * in the stream) and the version of a transaction in progress that
+ * changes it, if any.
  */
 int64
-StreamAdvance(text *topic, int64 from, int64 upto, bool *open)
+StreamAdvance(text *topic, int64 from, int64 upto,
+			  const StreamPassedKey *keys, int nkeys, bool *open,
+			  int64 *nkeyed, char *stop_key)
 {
 	StreamScan	s;
 	PassColumns c;
@@ -258,9 +314,13 @@ StreamAdvance(text *topic, int64 from, int64 upto, bool *open)
 	int64		current = -1;	/* the position whose versions are read */
 	bool		passed = false; /* its committed version is finished */
 	bool		committed = false;	/* it shows a committed version */
+	bool		keyed = false;	/* its message is of a passed key */
 	bool		in_progress;
 
 	*open = false;
+	*nkeyed = 0;
+	if (stop_key)
+		stop_key[0] = '\0';
 	if (from >= upto)
 		return upto;
 	obx_scan_open(&s, topic);
@@ -270,25 +330,36 @@ StreamAdvance(text *topic, int64 from, int64 upto, bool *open)
 	{
 		if (seq != current)
 		{
-			if (current >= 0 && !passed)
+			if (current >= 0 && !passed && !keyed)
 				break;
+			if (keyed && !passed)
+				(*nkeyed)++;
 			current = seq;
 			passed = false;
 			committed = false;
+			keyed = false;
 		}
 		if (!obx_uncommitted(&s))
 		{
 			committed = true;
 			if (obx_passable(&s, &c))
 				passed = true;
+			else if (obx_passed_key(&s, keys, nkeys))
+				keyed = true;
+			else if (stop_key)
+				obx_stop_key(&s, stop_key);
 		}
 	}
 	obx_scan_close(&s);
-	if (current >= 0 && !passed)
+	if (current >= 0 && !passed && !keyed)
 	{
 		*open = !committed;
+		if (*open && stop_key)
+			stop_key[0] = '\0';
 		return current;
 	}
+	if (keyed && !passed)
+		(*nkeyed)++;
 	return upto;
 }
 

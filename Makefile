@@ -40,6 +40,7 @@ OBJS = \
 	src/outbox_spi.o \
 	src/outbox_store.o \
 	src/outbox_store_append.o \
+	src/outbox_store_across.o \
 	src/outbox_store_claim.o \
 	src/outbox_store_position.o \
 	src/outbox_store_http.o \

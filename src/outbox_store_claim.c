@@ -30,20 +30,11 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "outbox_claim_int.h"
 #include "outbox_claim_sink.h"
 #include "outbox_spi.h"
 #include "outbox_store.h"
-#include "outbox_store_routes.h"
 #include "outbox_stream.h"
-#include "outbox_subs.h"
-
-/*
- * The last_error of a message whose lease expired on its last allowed
- * attempt; max names the parameter that holds the allowed attempts.
- */
-#define LEASE_EXPIRED_ERROR(max) \
-	"pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s'," \
-	" m.lease_owner, m.attempts, " max ")"
 
 /*
  * Before a claim of the tables of 1.0 and 1.1: every message of the
@@ -81,94 +72,6 @@ static SavedStatement stmt_dead_mark_any = {
 	SPI_OK_UPDATE,
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
-
-/*
- * A candidate of the claim whose lease expired on its last allowed attempt
- * ($6), after the dead-marking statement ran (or that it skipped because it
- * was locked): it is marked dead here too, instead of being leased again.
- * Every CASE of the claim reads this one condition.  The candidates reach
- * the UPDATE as an array of ids (= ANY (ARRAY(...))), the form that keeps
- * the claim on its index with SKIP LOCKED, so the condition cannot be
- * computed once in the subselect and carried along.
- */
-#define CLAIM_EXPIRED_LAST \
-	"m.leased_until IS NOT NULL AND m.attempts OPERATOR(pg_catalog.>=) $6"
-
-/*
- * The claim's UPDATE, up to its candidates, which are identified by column
- * col: their id, or where the candidates were locked in the same statement,
- * their ctid, which saves a descent of the primary key per row.  A locked
- * row cannot move, and a row a concurrent transaction moved (committed
- * after this statement's snapshot) is left out by the TID scan instead of
- * being followed; the next claim takes it, if it is still due.
- *
- * $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts
- */
-#define CLAIM_UPDATE_BY(col) \
-	"claimed AS (UPDATE outbox.message m SET " \
-	" attempts = CASE WHEN " CLAIM_EXPIRED_LAST \
-	"   THEN m.attempts ELSE m.attempts OPERATOR(pg_catalog.+) 1 END," \
-	" leased_until = CASE WHEN " CLAIM_EXPIRED_LAST \
-	"   THEN NULL ELSE $5 END," \
-	" lease_owner = CASE WHEN " CLAIM_EXPIRED_LAST \
-	"   THEN m.lease_owner ELSE $4 END," \
-	" dead_at = CASE WHEN " CLAIM_EXPIRED_LAST \
-	"   THEN $2 END," \
-	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST \
-	"   THEN " LEASE_EXPIRED_ERROR("$6") \
-	"   ELSE m.last_error END " \
-	"WHERE m." col " OPERATOR(pg_catalog.=) ANY (ARRAY("
-#define CLAIM_UPDATE CLAIM_UPDATE_BY("id")
-
-/* A message of alias a is due at $2 (or expired on its last attempt) */
-#define CLAIM_DUE(a) \
-	" " a ".delivered_at IS NULL AND " a ".dead_at IS NULL" \
-	" AND " a ".available_at OPERATOR(pg_catalog.<=) $2" \
-	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)"
-
-/*
- * A keyed message of alias a is the head of its key when no message of its
- * topic and key before it is pending.  Messages before the claim position
- * of topic are finished or deferred, or the messages of its holes (see
- * outbox_store_position.c), so the pending ones before a are
- *	- the pending messages of the key between lower and a, found in
- *	  message_key_idx; usually there is none, and the probe reads no row;
- *	- the pending messages of the key among the holes (a bigint[] of
- *	  positions, or NULL), found by position in the stream index: a hole
- *	  that committed is fresh below the position until a search makes it
- *	  deferred;
- *	- the deferred pending messages of the key before a, found in the small
- *	  message_key_deferred_idx; looked for only when the topic has any
- *	  (an uncorrelated EXISTS, computed once per claim).
- * lower is the claim position, or where no holes are given the lowest of
- * the position and the holes (a claim across all topics).  A message
- * revived by retry_dead is deferred: the later messages of its key that
- * are not yet handed out wait for it again.
- */
-#define KEY_HEAD_AT(a, topic, lower, holes) \
-	" AND (" a ".ordering_key IS NULL OR (NOT EXISTS (" \
-	"SELECT FROM outbox.message k" \
-	" WHERE k.topic OPERATOR(pg_catalog.=) " a ".topic" \
-	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
-	" AND k.ordering_key IS NOT NULL" \
-	" AND k.seq OPERATOR(pg_catalog.>=) " lower " AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
-	" AND " STREAM_PENDING("k") ")" \
-	" AND NOT EXISTS (" \
-	"SELECT FROM outbox.message k" \
-	" WHERE k.topic OPERATOR(pg_catalog.=) " a ".topic" \
-	" AND k.seq OPERATOR(pg_catalog.=) ANY (" holes ") AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
-	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
-	" AND " STREAM_PENDING("k") ")" \
-	" AND (NOT EXISTS (" \
-	"SELECT FROM outbox.message k" \
-	" WHERE k.deferred AND k.topic OPERATOR(pg_catalog.=) " topic \
-	" AND k.ordering_key IS NOT NULL AND k.delivered_at IS NULL AND k.dead_at IS NULL)" \
-	" OR NOT EXISTS (" \
-	"SELECT FROM outbox.message k" \
-	" WHERE k.deferred AND k.topic OPERATOR(pg_catalog.=) " a ".topic" \
-	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
-	" AND k.ordering_key IS NOT NULL AND k.delivered_at IS NULL AND k.dead_at IS NULL" \
-	" AND k.seq OPERATOR(pg_catalog.<) " a ".seq))))"
 
 /* The claim's end: lock the oldest candidates, return the leased rows */
 #define CLAIM_END \
@@ -254,27 +157,6 @@ static SavedStatement stmt_claim_delivered = {
 	SPI_OK_SELECT,
 	5, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, INT4OID}
 };
-
-/*
- * The claims of the tables of 1.2 read the topics' streams (see
- * outbox_stream.c).  The due messages of alias a in topic, claim position
- * pos: the deferred ones (read oldest first in the deferred index), and the
- * fresh ones from the position on (read in stream order in the stream
- * index).
- */
-#define STREAM_DEFERRED_DUE(a, topic, lower, holes) \
-	" WHERE " a ".deferred AND " a ".topic OPERATOR(pg_catalog.=) " topic \
-	" AND " CLAIM_DUE(a) KEY_HEAD_AT(a, topic, lower, holes)
-
-#define STREAM_FRESH_AT(a, topic, pos) \
-	" WHERE " a ".topic OPERATOR(pg_catalog.=) " topic \
-	" AND " a ".seq OPERATOR(pg_catalog.>=) " pos \
-	" AND NOT " a ".deferred AND " STREAM_PENDING(a) \
-	" AND " a ".available_at OPERATOR(pg_catalog.<=) $2" \
-	" AND (" a ".leased_until IS NULL OR " a ".leased_until OPERATOR(pg_catalog.<=) $2)"
-
-#define STREAM_FRESH_DUE(a, topic, pos, lower, holes) \
-	STREAM_FRESH_AT(a, topic, pos) KEY_HEAD_AT(a, topic, lower, holes)
 
 /*
  * A claim of one topic gets the passed keys of its position (see
@@ -407,84 +289,8 @@ static SavedStatement stmt_claim_stream_delivered = {
 	CLAIM_STREAM_ARGTYPES
 };
 
-/*
- * A claim across all topics: the topics and their claim positions come as
- * the arrays $1, $7 and $8 (from obx_stream_topics).  It takes the first
- * ACROSS_CANDIDATES batches of each topic's deferred and fresh due
- * messages, keeps as many of the oldest of them all, and locks the first
- * of those that no other claim holds.  The candidates are read without
- * locks (locking them per topic would lock a batch in every topic), so
- * claims across all topics at once share them: up to ACROSS_CANDIDATES
- * such claims each get a full batch, and one more may come out short (with
- * two batches of candidates, 4 workers drained a topic in claims of 31 on
- * average); claims of one topic each scale without that limit.
- */
-#define ACROSS_CANDIDATES "4"
-
-static SavedStatement stmt_claim_stream_any = {
-	"WITH " CLAIM_UPDATE_BY("ctid")
-	" SELECT c.ctid FROM outbox.message c"
-	" WHERE c.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-	"  SELECT x.ctid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($7),"
-	"   pg_catalog.unnest($8)) AS t(topic, pos, floor),"
-	"  LATERAL ("
-	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
-	STREAM_DEFERRED_DUE("o", "t.topic", "t.floor", "NULL::pg_catalog.int8[]")
-	"    ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")"
-	"   UNION ALL"
-	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
-	STREAM_FRESH_DUE("o", "t.topic", "t.pos", "t.floor", "NULL::pg_catalog.int8[]")
-	"    ORDER BY o.seq LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")) x"
-	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES "))"
-	" AND " CLAIM_DUE("c")
-	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED"
-	")) RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id",
-	SPI_OK_SELECT,
-	8, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID,
-		INT8ARRAYOID}
-};
-
-/*
- * The topics that have messages, skipping backwards through the stream
- * index: each step lands on the newest message of the topic before, which
- * purge has not deleted, so the walk reads one entry per topic however
- * many deleted rows a held snapshot keeps in the index.
- */
-#define STREAM_TOPICS \
-	"WITH RECURSIVE topics(topic) AS (" \
-	" (SELECT s.topic FROM outbox.message s ORDER BY s.topic DESC, s.seq DESC LIMIT 1)" \
-	" UNION ALL" \
-	" SELECT (SELECT s.topic FROM outbox.message s" \
-	"  WHERE s.topic OPERATOR(pg_catalog.<) t.topic" \
-	"  ORDER BY s.topic DESC, s.seq DESC LIMIT 1)" \
-	" FROM topics t WHERE t.topic IS NOT NULL)" \
-	" SELECT t.topic FROM topics t WHERE t.topic IS NOT NULL"
-
-/*
- * Not the routed ones: a route's subscription is claimed only by its
- * deliveries, so a claim across all topics never takes its messages.
- */
-static SavedStatement stmt_stream_topics = {
-	STREAM_TOPICS
-	" AND NOT EXISTS (SELECT 1 FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) t.topic)",
-	SPI_OK_SELECT,
-	0, {InvalidOid}
-};
-
-/* 1.5: the topics whose default subscription has no route */
-static SavedStatement stmt_stream_topics_v15 = {
-	STREAM_TOPICS
-	" AND NOT EXISTS (SELECT 1 FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) t.topic"
-	" AND r.subscription IS NULL)",
-	SPI_OK_SELECT,
-	0, {InvalidOid}
-};
-
 static void obx_position(text *topic, TimestampTz now, Datum *args);
-static Datum obx_int8_array(Datum *elems, int n);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
-static bool obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
-							  Datum *floors);
 
 /*
  * The claim state of topic as the arguments $7 to $10 of a claim of one
@@ -502,7 +308,7 @@ obx_position(text *topic, TimestampTz now, Datum *args)
 	args[6] = Int64GetDatum(st.position);
 	for (i = 0; i < st.nholes; i++)
 		elems[i] = Int64GetDatum(st.holes[i]);
-	args[7] = obx_int8_array(elems, st.nholes);
+	args[7] = ClaimInt8Array(elems, st.nholes);
 	for (i = 0; i < st.nkeys; i++)
 	{
 		keys[i] = CStringGetTextDatum(st.keys[i].key);
@@ -510,15 +316,7 @@ obx_position(text *topic, TimestampTz now, Datum *args)
 	}
 	args[8] = PointerGetDatum(construct_array(keys, st.nkeys, TEXTOID, -1, false,
 											  TYPALIGN_INT));
-	args[9] = obx_int8_array(elems, st.nkeys);
-}
-
-/* A bigint[] of the n Datums elems */
-static Datum
-obx_int8_array(Datum *elems, int n)
-{
-	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64),
-										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	args[9] = ClaimInt8Array(elems, st.nkeys);
 }
 
 /*
@@ -553,8 +351,8 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	}
 	else if (stream)
 	{
-		claim = &stmt_claim_stream_any;
-		if (!obx_stream_topics(req->now, &args[0], &args[6], &args[7]))
+		claim = ClaimAcrossPrepare(req->now, args);
+		if (claim == NULL)
 		{
 			SpiFinish();
 			return 0;
@@ -584,76 +382,6 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	}
 	SpiFinish();
 	return leased;
-}
-
-/*
- * The topics that have messages and their claim positions, moved forward
- * first, as a text[] in *topics and bigint[]s in *positions and *floors
- * (their key floors), allocated in the SPI connection.  False when
- * outbox.message is empty.
- */
-static bool
-obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
-				  Datum *floors)
-{
-	uint64		n = SpiExecute(StoreRoutesPerSubscription() ? &stmt_stream_topics_v15 :
-							   &stmt_stream_topics, NULL, NULL, false, 0);
-	SPITupleTable *tuptable = SPI_tuptable;
-	Datum	   *names;
-	Datum	   *pos;
-	Datum	   *flo;
-	uint64		i;
-	uint64		kept;
-
-	if (n == 0)
-	{
-		SPI_freetuptable(tuptable);
-		return false;
-	}
-	names = palloc(sizeof(Datum) * n);
-	pos = palloc(sizeof(Datum) * n);
-	flo = palloc(sizeof(Datum) * n);
-	for (i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		names[i] = PointerGetDatum(DatumGetTextPCopy(SPI_getbinval(tuptable->vals[i],
-																	tuptable->tupdesc,
-																	1, &isnull)));
-	}
-	SPI_freetuptable(tuptable);
-
-	/* not the topics whose default subscription was dropped or is paused */
-	if (SubsDefaultDropped(NULL))
-	{
-		for (i = 0, kept = 0; i < n; i++)
-			if (!SubsDefaultHeld(DatumGetTextPP(names[i]), now, NULL))
-				names[kept++] = names[i];
-		n = kept;
-	}
-	if (n == 0)
-		return false;
-
-	for (i = 0; i < n; i++)
-	{
-		StreamClaimState st;
-		int64		floor;
-		int			h;
-
-		/* this claim knows no passed key: it reads from the first of them */
-		StoreClaimState(DatumGetTextPP(names[i]), now, &st);
-		floor = StreamStateFloor(&st);
-		pos[i] = Int64GetDatum(floor);
-		for (h = 0; h < st.nholes; h++)
-			floor = Min(floor, st.holes[h]);
-		flo[i] = Int64GetDatum(floor);
-	}
-
-	*topics = PointerGetDatum(construct_array(names, (int) n, TEXTOID,
-											  -1, false, TYPALIGN_INT));
-	*positions = obx_int8_array(pos, (int) n);
-	*floors = obx_int8_array(flo, (int) n);
-	return true;
 }
 
 /*

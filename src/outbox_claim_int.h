@@ -144,8 +144,8 @@ ClaimInt8Array(Datum *elems, int n)
 }
 
 /*
- * The claim across all topics, and its arguments $1, $7 and $8 into args
- * (outbox_store_across.c); NULL when there is no topic to claim
+ * The claim across all topics, and its arguments $1 and $7 to $10 into
+ * args (outbox_store_across.c); NULL when there is no topic to claim
  */
 extern SavedStatement *ClaimAcrossPrepare(TimestampTz now, Datum *args);
 

@@ -32,30 +32,57 @@
  * such claims each get a full batch, and one more may come out short (with
  * two batches of candidates, 4 workers drained a topic in claims of 31 on
  * average); claims of one topic each scale without that limit.
+ *
+ * The passed keys of the topics (see outbox_store_position.c) come as the
+ * two-dimensional arrays $9 (keys) and $10 (their froms), a row of
+ * STREAM_MAX_PASSED_KEYS per topic padded with '' and 0 (no ordering key
+ * is empty), or empty when no topic has one.  As in the claim of one
+ * topic, the read from the position leaves their messages out, and their
+ * heads are candidates too.  The key rule is checked from the topic's
+ * floor (the lowest of its position and holes, whose positions this claim
+ * does not get), and from a passed key's from when that is lower.
  */
 #define ACROSS_CANDIDATES "4"
+
+/* the passed keys of topic t, and their froms */
+#define ACROSS_PASSED \
+	"ROWS FROM (pg_catalog.unnest($9[t.n:t.n]), pg_catalog.unnest($10[t.n:t.n])) AS e(key, lower)"
+#define ACROSS_KEY_LOWER(a) \
+	"LEAST(t.floor, (SELECT pg_catalog.min(e.lower) FROM " ACROSS_PASSED \
+	" WHERE e.key OPERATOR(pg_catalog.=) " a ".ordering_key))"
 
 static SavedStatement stmt_claim_stream_any = {
 	"WITH " CLAIM_UPDATE_BY("ctid")
 	" SELECT c.ctid FROM outbox.message c"
 	" WHERE c.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
 	"  SELECT x.ctid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($7),"
-	"   pg_catalog.unnest($8)) AS t(topic, pos, floor),"
+	"   pg_catalog.unnest($8)) WITH ORDINALITY AS t(topic, pos, floor, n),"
 	"  LATERAL ("
 	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
-	STREAM_DEFERRED_DUE("o", "t.topic", "t.floor", "NULL::pg_catalog.int8[]")
+	STREAM_DEFERRED_DUE("o", "t.topic", ACROSS_KEY_LOWER("o"), "NULL::pg_catalog.int8[]")
 	"    ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")"
+	"   UNION ALL"
+	"   (SELECT h.ctid, h.available_at, h.id FROM " ACROSS_PASSED ", LATERAL ("
+	"    SELECT o.ctid, o.topic, o.ordering_key, o.seq, o.available_at, o.leased_until, o.id"
+	"    FROM outbox.message o WHERE o.topic OPERATOR(pg_catalog.=) t.topic"
+	"    AND o.ordering_key OPERATOR(pg_catalog.=) e.key AND o.ordering_key IS NOT NULL"
+	"    AND o.seq OPERATOR(pg_catalog.>=) e.lower AND NOT o.deferred AND " STREAM_PENDING("o")
+	"    ORDER BY o.seq LIMIT 1) h"
+	"    WHERE e.key OPERATOR(pg_catalog.<>) '' AND h.available_at OPERATOR(pg_catalog.<=) $2"
+	"    AND (h.leased_until IS NULL OR h.leased_until OPERATOR(pg_catalog.<=) $2)"
+	KEY_HEAD_AT("h", "t.topic", "LEAST(e.lower, t.floor)", "NULL::pg_catalog.int8[]") ")"
 	"   UNION ALL"
 	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
 	STREAM_FRESH_DUE("o", "t.topic", "t.pos", "t.floor", "NULL::pg_catalog.int8[]")
+	"    AND (o.ordering_key IS NULL OR o.ordering_key OPERATOR(pg_catalog.<>) ALL ($9[t.n:t.n]))"
 	"    ORDER BY o.seq LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")) x"
 	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES "))"
 	" AND " CLAIM_DUE("c")
 	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED"
 	")) RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id",
 	SPI_OK_SELECT,
-	8, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID,
-		INT8ARRAYOID}
+	10, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID,
+		 INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID}
 };
 
 /*
@@ -94,18 +121,17 @@ static SavedStatement stmt_stream_topics_v15 = {
 	0, {InvalidOid}
 };
 
-static bool obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
-							  Datum *floors);
+static bool obx_stream_topics(TimestampTz now, Datum *args);
 
 /*
- * The topics that have messages and their claim positions, moved forward
- * first, as a text[] in *topics and bigint[]s in *positions and *floors
- * (their key floors), allocated in the SPI connection.  False when
- * outbox.message is empty.
+ * The topics that have messages and their claim states, moved forward
+ * first, as the arguments of stmt_claim_stream_any in args: a text[] of
+ * the topics ($1), bigint[]s of their positions ($7) and floors ($8), and
+ * the two-dimensional arrays of their passed keys ($9, $10), allocated in
+ * the SPI connection.  False when there is no topic to claim.
  */
 static bool
-obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
-				  Datum *floors)
+obx_stream_topics(TimestampTz now, Datum *args)
 {
 	uint64		n = SpiExecute(StoreRoutesPerSubscription() ? &stmt_stream_topics_v15 :
 							   &stmt_stream_topics, NULL, NULL, false, 0);
@@ -113,6 +139,11 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
 	Datum	   *names;
 	Datum	   *pos;
 	Datum	   *flo;
+	Datum	   *keys;
+	Datum	   *froms;
+	bool		passed = false;
+	int			dims[2];
+	int			lbs[2] = {1, 1};
 	uint64		i;
 	uint64		kept;
 
@@ -122,8 +153,6 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
 		return false;
 	}
 	names = palloc(sizeof(Datum) * n);
-	pos = palloc(sizeof(Datum) * n);
-	flo = palloc(sizeof(Datum) * n);
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
@@ -145,37 +174,63 @@ obx_stream_topics(TimestampTz now, Datum *topics, Datum *positions,
 	if (n == 0)
 		return false;
 
+	pos = palloc(sizeof(Datum) * n);
+	flo = palloc(sizeof(Datum) * n);
+	keys = palloc(sizeof(Datum) * n * STREAM_MAX_PASSED_KEYS);
+	froms = palloc(sizeof(Datum) * n * STREAM_MAX_PASSED_KEYS);
 	for (i = 0; i < n; i++)
 	{
 		StreamClaimState st;
 		int64		floor;
-		int			h;
+		int			k;
 
-		/* this claim knows no passed key: it reads from the first of them */
 		StoreClaimState(DatumGetTextPP(names[i]), now, &st);
-		floor = StreamStateFloor(&st);
-		pos[i] = Int64GetDatum(floor);
-		for (h = 0; h < st.nholes; h++)
-			floor = Min(floor, st.holes[h]);
+		pos[i] = Int64GetDatum(st.position);
+		floor = st.position;
+		for (k = 0; k < st.nholes; k++)
+			floor = Min(floor, st.holes[k]);
 		flo[i] = Int64GetDatum(floor);
+		for (k = 0; k < STREAM_MAX_PASSED_KEYS; k++)
+		{
+			bool		used = k < st.nkeys;
+
+			keys[i * STREAM_MAX_PASSED_KEYS + k] =
+				CStringGetTextDatum(used ? st.keys[k].key : "");
+			froms[i * STREAM_MAX_PASSED_KEYS + k] =
+				Int64GetDatum(used ? st.keys[k].from : 0);
+		}
+		passed |= st.nkeys > 0;
 	}
 
-	*topics = PointerGetDatum(construct_array(names, (int) n, TEXTOID,
+	args[0] = PointerGetDatum(construct_array(names, (int) n, TEXTOID,
 											  -1, false, TYPALIGN_INT));
-	*positions = ClaimInt8Array(pos, (int) n);
-	*floors = ClaimInt8Array(flo, (int) n);
+	args[6] = ClaimInt8Array(pos, (int) n);
+	args[7] = ClaimInt8Array(flo, (int) n);
+	dims[0] = passed ? (int) n : 0;
+	dims[1] = STREAM_MAX_PASSED_KEYS;
+	if (!passed)
+	{
+		args[8] = PointerGetDatum(construct_empty_array(TEXTOID));
+		args[9] = PointerGetDatum(construct_empty_array(INT8OID));
+		return true;
+	}
+	args[8] = PointerGetDatum(construct_md_array(keys, NULL, 2, dims, lbs, TEXTOID,
+												 -1, false, TYPALIGN_INT));
+	args[9] = PointerGetDatum(construct_md_array(froms, NULL, 2, dims, lbs, INT8OID,
+												 sizeof(int64), FLOAT8PASSBYVAL,
+												 TYPALIGN_DOUBLE));
 	return true;
 }
 
 /*
- * The claim across all topics, with its arguments $1 (the topics), $7
- * (their positions) and $8 (their key floors) in args; NULL when no topic
- * is to be claimed.  Called in an SPI connection.
+ * The claim across all topics, with its arguments $1, $7 to $10 in args
+ * (room for 10); NULL when no topic is to be claimed.  Called in an SPI
+ * connection.
  */
 SavedStatement *
 ClaimAcrossPrepare(TimestampTz now, Datum *args)
 {
-	if (!obx_stream_topics(now, &args[0], &args[6], &args[7]))
+	if (!obx_stream_topics(now, args))
 		return NULL;
 	return &stmt_claim_stream_any;
 }

@@ -1,8 +1,9 @@
 # One ordering key with a long run of pending messages at the claim
 # position (its head leased for an hour): the claims of the topic hand out
 # the other keys' messages without reading through the run (counted in
-# index entries read), the key's messages follow in position order once
-# its head is done, and under concurrent claimers and appenders to the hot
+# index entries read), through the claim of the topic and the claim across
+# all topics; the key's messages follow in position order once its head is
+# done, and under concurrent claimers and appenders to the hot
 # key every message is claimed once, each key in position order.
 use strict;
 use warnings;
@@ -93,9 +94,49 @@ is($node->safe_psql('app', q{
 is($node->safe_psql('app', q{SELECT count(*) FROM outbox.message WHERE delivered_at IS NULL}),
 	'0', 'nothing is left');
 
+# The same through the claim across all topics: topic hx, its hot key's
+# head leased for an hour
+$node->safe_psql('app', q{
+	TRUNCATE public.got;
+	SELECT count(*) FROM outbox.append_batch('hx', 'evt.hx.v1',
+		ARRAY(SELECT pg_catalog.jsonb_build_object('n', i) FROM generate_series(1, 3000) i), 'hot');
+	SELECT count(outbox.append('hx', 'evt.hx.v1', pg_catalog.jsonb_build_object('n', i),
+		NULL, NULL, 'other:' || i)) FROM generate_series(1, 300) i;
+	SELECT count(outbox.append('hx', 'evt.hx.v1', pg_catalog.jsonb_build_object('n', i)))
+	  FROM generate_series(1, 100) i;
+});
+$head = $node->safe_psql('app', q{SELECT id FROM outbox.claim('holder', 'hx', 1, 3600)});
+$session = $node->background_psql('app');
+$sql = q{
+	WITH c AS (SELECT * FROM outbox.claim('w', NULL, 50, 30))
+	SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
+$claimed = 0;
+$claimed += $session->query_safe($sql) for 1 .. 7;
+$session->query_safe('SELECT pg_stat_force_next_flush()');
+$before = index_reads();
+$last = $session->query_safe($sql);
+$session->query_safe('SELECT pg_stat_force_next_flush()');
+$reads = index_reads() - $before;
+$claimed += $last;
+is($last, '50', 'across all topics, the eighth claim gets a full batch of other keys');
+note("index entries read by that claim across all topics: $reads");
+cmp_ok($reads, '<', 600, 'that claim does not read through the hot key\'s run either');
+is($session->query_safe($sql), '0', 'then nothing else is due across all topics');
+$session->quit;
+is($claimed, 400, 'every message of the other keys was claimed across all topics');
+$node->safe_psql('app', qq{SELECT outbox.complete('$head', 'holder')});
+is($node->safe_psql('app', q{CALL public.drain(NULL)}), '2999',
+	'the hot key\'s other 2,999 messages are claimed across all topics');
+is($node->safe_psql('app', q{
+	SELECT count(*) FROM (
+	  SELECT seq, lag(seq) OVER (ORDER BY n) AS prev FROM public.got WHERE key = 'hot') x
+	 WHERE prev > seq}),
+	'0', 'in position order');
+
 # Concurrently: 1,000 messages of key hot2 whose head's lease ends in 2 s
 # (its holder is gone), appenders to hot2 and to 20 other keys, and four
-# claimers that record what they complete.
+# claimers, of the topic and across all topics, that record what they
+# complete.
 $node->safe_psql('app', q{
 	TRUNCATE public.got;
 	SELECT count(*) FROM outbox.append_batch('hc', 'evt.hc.v1',
@@ -115,10 +156,15 @@ INSERT INTO public.got (id, seq, key)
 SELECT c.id, c.seq, c.ordering_key FROM outbox.claim('w', 'hc', 20, 30) c
  WHERE outbox.complete(c.id, 'w');
 });
+append_to_file("$dir/record_any.sql", q{
+INSERT INTO public.got (id, seq, key)
+SELECT c.id, c.seq, c.ordering_key FROM outbox.claim('w', NULL, 20, 30) c
+ WHERE outbox.complete(c.id, 'w');
+});
 my $connstr = $node->connstr('app');
 my @runs;
 for my $args ([ '-c', '2', '-T', '6', '-R', '300', '-f', "$dir/append.sql" ],
-	[ '-c', '4', '-j', '2', '-T', '7', '-f', "$dir/record.sql" ])
+	[ '-c', '4', '-j', '2', '-T', '7', '-f', "$dir/record.sql", '-f', "$dir/record_any.sql" ])
 {
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start([ 'pgbench', '-n', @$args, $connstr ], '>', \$out, '2>', \$err);

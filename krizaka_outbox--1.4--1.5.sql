@@ -144,6 +144,47 @@ SELECT s.topic,
 COMMENT ON VIEW outbox.subscription_stats IS
     'Per topic and subscription (NULL: the default one): messages pending (leased ones included), in flight, dead, the age of the oldest pending one, the last claim, the pause and the state.';
 
+/*
+ * HTTP routes per subscription too: their secrets and counters are kept
+ * per topic and subscription, as the routes are; route_http and
+ * rotate_http_secret take the subscription in new functions beside the
+ * old ones.
+ */
+ALTER TABLE outbox.route_secrets ADD COLUMN subscription text;
+ALTER TABLE outbox.route_secrets DROP CONSTRAINT route_secrets_pkey;
+ALTER TABLE outbox.route_secrets
+    ADD CONSTRAINT route_secrets_topic_subscription_key UNIQUE NULLS NOT DISTINCT (topic, subscription);
+ALTER TABLE outbox.route_secrets REPLICA IDENTITY FULL;
+
+ALTER TABLE outbox.route_http_stats ADD COLUMN subscription text;
+ALTER TABLE outbox.route_http_stats DROP CONSTRAINT route_http_stats_pkey;
+ALTER TABLE outbox.route_http_stats
+    ADD CONSTRAINT route_http_stats_topic_subscription_key UNIQUE NULLS NOT DISTINCT (topic, subscription);
+ALTER TABLE outbox.route_http_stats REPLICA IDENTITY FULL;
+
+COMMENT ON TABLE outbox.route_http_stats IS
+    'Per HTTP route (topic and subscription, NULL: the default one): calls by class of answer (failed: none), their total time in seconds, and the last call.';
+
+CREATE FUNCTION outbox.route_http(topic text, url text, secret text, headers jsonb,
+                                  ca_file text, subscription text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_route_http'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.route_http(text, text, text, jsonb, text, text) IS
+    'Public: deliver the subscription of topic (NULL: the default one; a named one is made when missing) by POSTing each envelope to url, signed with secret (Standard Webhooks), with headers; replaces its route.';
+
+CREATE FUNCTION outbox.rotate_http_secret(topic text, new_secret text, keep_old_for interval,
+                                          subscription text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_rotate_http_secret'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.rotate_http_secret(text, text, interval, text) IS
+    'Public: sign the HTTP route of the subscription of topic (NULL: the default one) with new_secret from now on, and with its old secret as well for keep_old_for.';
+
 CREATE FUNCTION outbox.route_notify(topic text, channel text, subscription text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'outbox_route_notify'
@@ -182,6 +223,8 @@ COMMENT ON FUNCTION outbox.unroute(text, text) IS
 
 REVOKE ALL ON FUNCTION outbox.route_notify(text, text, text),
     outbox.route_remote(text, name, text, text),
+    outbox.route_http(text, text, text, jsonb, text, text),
+    outbox.rotate_http_secret(text, text, interval, text),
     outbox.check_route(text, text),
     outbox.unroute(text, text) FROM PUBLIC;
 
@@ -207,6 +250,12 @@ BEGIN
         UNION ALL
         SELECT 'outbox.unroute(text)'::pg_catalog.regprocedure,
                'outbox.unroute(text, text)'::pg_catalog.regprocedure
+        UNION ALL
+        SELECT 'outbox.route_http(text, text, text, jsonb, text)'::pg_catalog.regprocedure,
+               'outbox.route_http(text, text, text, jsonb, text, text)'::pg_catalog.regprocedure
+        UNION ALL
+        SELECT 'outbox.rotate_http_secret(text, text, interval)'::pg_catalog.regprocedure,
+               'outbox.rotate_http_secret(text, text, interval, text)'::pg_catalog.regprocedure
     LOOP
         FOR g IN
             SELECT DISTINCT a.grantee

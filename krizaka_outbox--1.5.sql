@@ -342,7 +342,8 @@ SELECT pg_catalog.pg_extension_config_dump('outbox.routes', '');
  * routes never read a secret (or a credential in a header).  Only the
  * extension's owner reads this table: it is granted to nobody, not even
  * the database owner.  previous_secret signs beside secret until
- * previous_until, while a secret is rotated.
+ * previous_until, while a secret is rotated.  One row per route, as in
+ * outbox.routes: per topic and subscription (NULL: the default one).
  */
 CREATE TABLE outbox.route_secrets (
     topic            text        NOT NULL,
@@ -350,8 +351,11 @@ CREATE TABLE outbox.route_secrets (
     previous_secret  text,
     previous_until   timestamptz,
     headers          jsonb,
-    CONSTRAINT route_secrets_pkey PRIMARY KEY (topic)
+    subscription     text,
+    CONSTRAINT route_secrets_topic_subscription_key UNIQUE NULLS NOT DISTINCT (topic, subscription)
 );
+
+ALTER TABLE outbox.route_secrets REPLICA IDENTITY FULL;
 
 COMMENT ON TABLE outbox.route_secrets IS
     'The signing secrets and headers of HTTP routes; readable by the extension''s owner only.';
@@ -359,9 +363,10 @@ COMMENT ON TABLE outbox.route_secrets IS
 SELECT pg_catalog.pg_extension_config_dump('outbox.route_secrets', '');
 
 /*
- * outbox.route_http_stats: the calls of each HTTP route by the class of
- * their answer (calls_failed: no answer at all), and their time, counted
- * once per batch.  Counters, for rates over time; not kept by pg_dump.
+ * outbox.route_http_stats: the calls of each HTTP route (per topic and
+ * subscription, NULL: the default one) by the class of their answer
+ * (calls_failed: no answer at all), and their time, counted once per
+ * batch.  Counters, for rates over time; not kept by pg_dump.
  */
 CREATE TABLE outbox.route_http_stats (
     topic                  text             NOT NULL,
@@ -374,11 +379,14 @@ CREATE TABLE outbox.route_http_stats (
     last_status            integer,
     last_latency_ms        double precision,
     last_call_at           timestamptz,
-    CONSTRAINT route_http_stats_pkey PRIMARY KEY (topic)
+    subscription           text,
+    CONSTRAINT route_http_stats_topic_subscription_key UNIQUE NULLS NOT DISTINCT (topic, subscription)
 );
 
+ALTER TABLE outbox.route_http_stats REPLICA IDENTITY FULL;
+
 COMMENT ON TABLE outbox.route_http_stats IS
-    'Per HTTP route: calls by class of answer (failed: none), their total time in seconds, and the last call.';
+    'Per HTTP route (topic and subscription, NULL: the default one): calls by class of answer (failed: none), their total time in seconds, and the last call.';
 
 /*
  * Subscriptions.  A topic's messages form a log in position order (seq); a
@@ -747,6 +755,16 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION outbox.route_http(text, text, text, jsonb, text) IS
     'Public: deliver topic by POSTing each envelope to url, signed with secret (Standard Webhooks), with headers; replaces the topic''s route.';
 
+CREATE FUNCTION outbox.route_http(topic text, url text, secret text, headers jsonb,
+                                  ca_file text, subscription text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_route_http'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.route_http(text, text, text, jsonb, text, text) IS
+    'Public: deliver the subscription of topic (NULL: the default one; a named one is made when missing) by POSTing each envelope to url, signed with secret (Standard Webhooks), with headers; replaces its route.';
+
 CREATE FUNCTION outbox.rotate_http_secret(topic text, new_secret text,
                                           keep_old_for interval DEFAULT '24 hours')
 RETURNS void
@@ -756,6 +774,16 @@ SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION outbox.rotate_http_secret(text, text, interval) IS
     'Public: sign the HTTP route of topic with new_secret from now on, and with its old secret as well for keep_old_for.';
+
+CREATE FUNCTION outbox.rotate_http_secret(topic text, new_secret text, keep_old_for interval,
+                                          subscription text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_rotate_http_secret'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION outbox.rotate_http_secret(text, text, interval, text) IS
+    'Public: sign the HTTP route of the subscription of topic (NULL: the default one) with new_secret from now on, and with its old secret as well for keep_old_for.';
 
 CREATE FUNCTION outbox.webhook_signature(secret text, msg_id text, ts bigint, body text)
 RETURNS text

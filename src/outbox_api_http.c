@@ -2,7 +2,8 @@
  *
  * outbox_api_http.c
  *		The SQL-callable functions of HTTP routes: route_http, which
- *		delivers a topic by POSTing each envelope to a URL, and
+ *		delivers a topic (its default subscription, or from 1.5 the one
+ *		named by a last argument) by POSTing each envelope to a URL, and
  *		rotate_http_secret.
  *
  * A route is checked on the way in, with nothing stored when it is
@@ -53,9 +54,11 @@ static char *obx_check_ca_file(text *ca_file, Oid caller);
 static const char *obx_fingerprint(text *secret);
 
 /*
- * outbox.route_http(topic, url, secret, headers, ca_file): deliver topic
- * by POSTing each envelope to url, signed with secret, with headers, the
- * server's certificate verified with ca_file (NULL: the system's store).
+ * outbox.route_http(topic, url, secret, headers, ca_file[, subscription]):
+ * deliver topic (its subscription: NULL, the default one; a named one is
+ * made when missing) by POSTing each envelope to url, signed with secret,
+ * with headers, the server's certificate verified with ca_file (NULL: the
+ * system's store).
  */
 Datum
 outbox_route_http(PG_FUNCTION_ARGS)
@@ -65,6 +68,7 @@ outbox_route_http(PG_FUNCTION_ARGS)
 	text	   *secret = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
 	Jsonb	   *headers = PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3);
 	char	   *ca_file = NULL;
+	text	   *subscription = CheckSubscription(fcinfo, 5);
 	const char *fingerprint;
 
 	CheckNotNull(PG_ARGISNULL(1), "url");
@@ -76,24 +80,25 @@ outbox_route_http(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(4))
 		ca_file = obx_check_ca_file(PG_GETARG_TEXT_PP(4), GetOuterUserId());
 
-	/* routes deliver the default subscription */
-	CheckDefaultClaim(topic);
+	SubsForRoute(topic, subscription);
 
 	/* a SECURITY DEFINER function: the session's role made the route */
-	StoreRouteSetHttp(topic, url, ca_file, fingerprint, GetOuterUserId());
+	StoreRouteSetHttp(topic, subscription, url, ca_file, fingerprint,
+					  GetOuterUserId());
 	if (secret == NULL && headers == NULL)
-		StoreHttpDropSecrets(topic);
+		StoreHttpDropSecrets(topic, subscription);
 	else
-		StoreHttpSetSecrets(topic, secret ? text_to_cstring(secret) : NULL,
-							headers);
+		StoreHttpSetSecrets(topic, subscription,
+							secret ? text_to_cstring(secret) : NULL, headers);
 	RoutesChangedAtCommit();
 	PG_RETURN_VOID();
 }
 
 /*
- * outbox.rotate_http_secret(topic, new_secret, keep_old_for): sign with
- * new_secret from now on, and with the secret of before as well until
- * keep_old_for has passed, so that receivers can move to the new one.
+ * outbox.rotate_http_secret(topic, new_secret, keep_old_for[, subscription]):
+ * sign the HTTP route of topic (its subscription) with new_secret from now
+ * on, and with the secret of before as well until keep_old_for has passed,
+ * so that receivers can move to the new one.
  */
 Datum
 outbox_rotate_http_secret(PG_FUNCTION_ARGS)
@@ -103,6 +108,7 @@ outbox_rotate_http_secret(PG_FUNCTION_ARGS)
 	Interval   *keep;
 	TimestampTz until;
 	const char *fingerprint;
+	text	   *subscription = CheckSubscription(fcinfo, 3);
 
 	CheckNotNull(PG_ARGISNULL(1), "new_secret");
 	CheckNotNull(PG_ARGISNULL(2), "keep_old_for");
@@ -117,7 +123,8 @@ outbox_rotate_http_secret(PG_FUNCTION_ARGS)
 	until = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 													TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()),
 													IntervalPGetDatum(keep)));
-	StoreHttpRotateSecret(topic, text_to_cstring(secret), fingerprint, until);
+	StoreHttpRotateSecret(topic, subscription, text_to_cstring(secret), fingerprint,
+						  until);
 	RoutesChangedAtCommit();
 	PG_RETURN_VOID();
 }

@@ -43,27 +43,6 @@ static void obx_check_row(ReturnSetInfo *rsinfo, const char *step, bool ok,
 						  const char *sqlstate, const char *message);
 
 /*
- * The subscription a route is made for: the default one, which must not
- * have been dropped, or a named one, made when missing.  Runs as the
- * extension's owner.
- */
-static void
-obx_route_subscription(text *topic, text *subscription)
-{
-	if (subscription == NULL)
-	{
-		CheckDefaultClaim(topic);
-		return;
-	}
-	if (!StoreRoutesPerSubscription())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the outbox tables of this database have no routes per subscription yet"),
-				 errhint("Run ALTER EXTENSION krizaka_outbox UPDATE.")));
-	(void) SubsCreate(topic, subscription, false, 0, GetCurrentTimestamp());
-}
-
-/*
  * outbox.route_notify(topic, channel[, subscription]): deliver topic (its
  * subscription) by pg_notify
  */
@@ -75,12 +54,11 @@ outbox_route_notify(PG_FUNCTION_ARGS)
 	text	   *subscription = CheckSubscription(fcinfo, 2);
 
 	CheckChannel(channel);
-	obx_route_subscription(topic, subscription);
+	SubsForRoute(topic, subscription);
 
 	/* a SECURITY DEFINER function: the session's role made the route */
 	StoreRouteSetNotify(topic, subscription, channel, GetOuterUserId());
-	if (subscription == NULL)
-		StoreHttpDropSecrets(topic);
+	StoreHttpDropSecrets(topic, subscription);
 	RoutesChangedAtCommit();
 	PG_RETURN_VOID();
 }
@@ -104,10 +82,9 @@ outbox_route_remote(PG_FUNCTION_ARGS)
 	RemoteCheckRoute(server, caller);
 
 	IdentityBecomeExtensionOwner(&save);
-	obx_route_subscription(topic, subscription);
+	SubsForRoute(topic, subscription);
 	StoreRouteSetRemote(topic, subscription, server, command, caller);
-	if (subscription == NULL)
-		StoreHttpDropSecrets(topic);
+	StoreHttpDropSecrets(topic, subscription);
 	IdentityRestore(&save);
 
 	RoutesChangedAtCommit();
@@ -126,8 +103,7 @@ outbox_unroute(PG_FUNCTION_ARGS)
 	text	   *subscription = CheckSubscription(fcinfo, 1);
 	bool		removed = StoreRouteDelete(topic, subscription);
 
-	if (subscription == NULL)
-		StoreHttpDropSecrets(topic);
+	StoreHttpDropSecrets(topic, subscription);
 
 	if (removed)
 		RoutesChangedAtCommit();

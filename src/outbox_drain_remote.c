@@ -207,7 +207,7 @@ RemoteBatchClaim(const ClaimRequest *req, const OutboxRoute *route,
 		batch->http = true;
 		batch->url = pstrdup(route->url);
 		batch->ca_file = route->ca_file ? pstrdup(route->ca_file) : NULL;
-		batch->secrets = StoreHttpSecrets(route->topic);
+		batch->secrets = StoreHttpSecrets(route->topic, route->subscription);
 		batch->role = InvalidOid;
 	}
 	else
@@ -555,7 +555,7 @@ RemoteBatchFinish(RemoteBatch *batch, int64 *delivered, int64 *failed)
 			(*failed)++;
 	}
 	if (batch->counts.last_call_at != 0)
-		StoreHttpCount(batch->topic, &batch->counts);
+		StoreHttpCount(batch->topic, batch->subscription, &batch->counts);
 	if (batch->done != NIL && batch->subscription != NULL)
 		*delivered += SubsCompleteMany(DatumGetArrayTypeP(obx_uuid_array(batch->done)),
 									   batch->owner, obx_subscription(batch));

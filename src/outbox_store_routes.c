@@ -340,14 +340,15 @@ StoreRouteSetRemote(text *topic, text *subscription, const char *server,
 }
 
 /*
- * Create or replace the route of topic: POST to url, verified with ca_file
+ * Create or replace the route of topic's subscription (NULL: the default
+ * one): POST to url, verified with ca_file
  * (NULL: the system's store), signed with the secret whose fingerprint is
  * given (NULL: unsigned).  The secret itself is stored apart
  * (StoreHttpSetSecrets).  Needs the tables of 1.3.
  */
 void
-StoreRouteSetHttp(text *topic, const char *url, const char *ca_file,
-				  const char *fingerprint, Oid creator)
+StoreRouteSetHttp(text *topic, text *subscription, const char *url,
+				  const char *ca_file, const char *fingerprint, Oid creator)
 {
 	RouteArgs	a;
 
@@ -356,7 +357,7 @@ StoreRouteSetHttp(text *topic, const char *url, const char *ca_file,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the outbox tables of this database have no HTTP routes yet"),
 				 errhint("Run ALTER EXTENSION krizaka_outbox UPDATE.")));
-	obx_route_args(&a, topic, NULL, "http", creator);
+	obx_route_args(&a, topic, subscription, "http", creator);
 	a.values[8] = CStringGetTextDatum(url);
 	a.nulls[8] = ' ';
 	if (ca_file != NULL)

@@ -61,9 +61,8 @@ extern void StoreRouteSetNotify(text *topic, text *subscription, text *channel,
 								Oid creator);
 extern void StoreRouteSetRemote(text *topic, text *subscription, const char *server,
 								const char *command, Oid creator);
-extern void StoreRouteSetHttp(text *topic, const char *url,
-							  const char *ca_file, const char *fingerprint,
-							  Oid creator);
+extern void StoreRouteSetHttp(text *topic, text *subscription, const char *url,
+							  const char *ca_file, const char *fingerprint, Oid creator);
 extern bool StoreRouteDelete(text *topic, text *subscription);
 extern List *StoreRouteList(text *topic);
 extern Oid	StoreRouteCreator(const OutboxRoute *route);
@@ -74,11 +73,13 @@ extern List *StoreRoutedTopics(void);
 extern bool StoreMessageOnChannel(pg_uuid_t *id);
 
 /* HTTP routes' secrets and counters (outbox_store_http.c) */
-extern void StoreHttpSetSecrets(text *topic, const char *secret, Jsonb *headers);
-extern void StoreHttpDropSecrets(text *topic);
-extern void StoreHttpRotateSecret(text *topic, const char *secret,
+extern void StoreHttpSetSecrets(text *topic, text *subscription, const char *secret,
+								Jsonb *headers);
+extern void StoreHttpDropSecrets(text *topic, text *subscription);
+extern void StoreHttpRotateSecret(text *topic, text *subscription, const char *secret,
 								  const char *fingerprint, TimestampTz keep_until);
-extern HttpRouteSecrets *StoreHttpSecrets(const char *topic);
-extern void StoreHttpCount(const char *topic, const HttpRouteCounts *counts);
+extern HttpRouteSecrets *StoreHttpSecrets(const char *topic, const char *subscription);
+extern void StoreHttpCount(const char *topic, const char *subscription,
+						   const HttpRouteCounts *counts);
 
 #endif							/* OUTBOX_STORE_ROUTES_H */

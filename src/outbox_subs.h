@@ -33,6 +33,9 @@ extern text *CheckSubscription(FunctionCallInfo fcinfo, int argno);
 extern void CheckSubscriptionClaim(text *topic, text *name);
 extern void CheckDefaultClaim(text *topic);
 
+/* the subscription a route is made for, made when missing (outbox_subs_manage.c) */
+extern void SubsForRoute(text *topic, text *subscription);
+
 /* whether the tables of 1.4 are there (outbox_store_subs.c) */
 extern bool SubsSchema(void);
 

@@ -511,3 +511,24 @@ CheckDefaultClaim(text *topic)
 						text_to_cstring(topic)),
 				 errhint("Claim through a named subscription, or bring the default one back with outbox.subscribe(topic, NULL).")));
 }
+
+/*
+ * The subscription a route is made for: the default one, which must not
+ * have been dropped, or a named one, made when missing (reading from now
+ * on).  Runs as the extension's owner.
+ */
+void
+SubsForRoute(text *topic, text *subscription)
+{
+	if (subscription == NULL)
+	{
+		CheckDefaultClaim(topic);
+		return;
+	}
+	if (!StoreRoutesPerSubscription())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the outbox tables of this database have no routes per subscription yet"),
+				 errhint("Run ALTER EXTENSION krizaka_outbox UPDATE.")));
+	(void) SubsCreate(topic, subscription, false, 0, GetCurrentTimestamp());
+}

@@ -7,7 +7,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(445);
+SELECT plan(473);
 
 CREATE TEMP TABLE fn (
     name name,
@@ -93,6 +93,12 @@ INSERT INTO fn VALUES
     ('rotate_http_secret', '{text,text,interval}',
      'topic text, new_secret text, keep_old_for interval DEFAULT ''24:00:00''::interval',
      'void', true, true, 'volatile', 'u', 2),
+    ('route_http', '{text,text,text,jsonb,text,text}',
+     'topic text, url text, secret text, headers jsonb, ca_file text, subscription text',
+     'void', true, true, 'volatile', 'u', 6),
+    ('rotate_http_secret', '{text,text,interval,text}',
+     'topic text, new_secret text, keep_old_for interval, subscription text',
+     'void', true, true, 'volatile', 'u', 4),
     ('webhook_signature', '{text,text,bigint,text}',
      'secret text, msg_id text, ts bigint, body text',
      'text', false, false, 'immutable', 's', 4),
@@ -119,9 +125,13 @@ INSERT INTO fn VALUES
 SELECT functions_are('outbox', ARRAY(SELECT DISTINCT name FROM fn), 'schema outbox has exactly the functions of the contract');
 SELECT is_empty($$SELECT proname FROM pg_proc WHERE pronamespace = 'outbox'::regnamespace
                    GROUP BY proname
-                  HAVING count(*) > 1 AND (proname NOT IN ('route_notify', 'route_remote', 'unroute', 'check_route')
-                                           OR count(*) > 2 OR count(DISTINCT pronargs) < 2
-                                           OR sum(pronargdefaults) > 0)$$,
+                  HAVING count(*) > 1 AND (proname NOT IN ('route_notify', 'route_remote', 'unroute', 'check_route',
+                                                           'route_http', 'rotate_http_secret')
+                                           OR count(*) > 2 OR max(pronargs) - min(pronargs) <> 1
+                                           OR (SELECT l.pronargdefaults FROM pg_proc l
+                                                WHERE l.pronamespace = 'outbox'::regnamespace
+                                                  AND l.proname = pg_proc.proname
+                                                ORDER BY l.pronargs DESC LIMIT 1) > 0)$$,
                 'no function name is overloaded, but for the routes'' forms with a subscription, one argument longer and without defaults');
 SELECT is((SELECT count(*) FROM pg_proc WHERE pronamespace = 'outbox'::regnamespace), (SELECT count(*) FROM fn),
           'schema outbox has exactly the signatures of the contract');

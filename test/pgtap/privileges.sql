@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(330);
+SELECT plan(340);
 
 --
 -- nothing for PUBLIC: not the schema, not the tables, not one function
@@ -74,6 +74,8 @@ GRANT EXECUTE ON FUNCTION outbox.route_notify(text, text),
                           outbox.worker_status(),
                           outbox.route_http(text, text, text, jsonb, text),
                           outbox.rotate_http_secret(text, text, interval),
+                          outbox.route_http(text, text, text, jsonb, text, text),
+                          outbox.rotate_http_secret(text, text, interval, text),
                           outbox.webhook_signature(text, text, bigint, text),
                           outbox.subscribe(text, text, timestamptz),
                           outbox.unsubscribe(text, text),
@@ -131,6 +133,8 @@ INSERT INTO recipe VALUES
     ('worker_status', '{}', 'outbox_test_operator'),
     ('route_http', '{text,text,text,jsonb,text}', 'outbox_test_operator'),
     ('rotate_http_secret', '{text,text,interval}', 'outbox_test_operator'),
+    ('route_http', '{text,text,text,jsonb,text,text}', 'outbox_test_operator'),
+    ('rotate_http_secret', '{text,text,interval,text}', 'outbox_test_operator'),
     ('webhook_signature', '{text,text,bigint,text}', 'outbox_test_operator'),
     ('subscribe', '{text,text,timestamp with time zone}', 'outbox_test_operator'),
     ('unsubscribe', '{text,text}', 'outbox_test_operator'),

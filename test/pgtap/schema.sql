@@ -268,14 +268,20 @@ DELETE FROM outbox.routes WHERE topic IN ('schema n', 'schema r', 'schema h');
 -- outbox.route_secrets and outbox.route_http_stats: the secrets and headers
 -- of HTTP routes, and their counters
 --
-SELECT columns_are('outbox', 'route_secrets', ARRAY['topic', 'secret', 'previous_secret', 'previous_until', 'headers'],
-                   'outbox.route_secrets has exactly its five columns');
-SELECT col_is_pk('outbox', 'route_secrets', 'topic', 'outbox.route_secrets: primary key (topic)');
+SELECT columns_are('outbox', 'route_secrets',
+                   ARRAY['topic', 'secret', 'previous_secret', 'previous_until', 'headers', 'subscription'],
+                   'outbox.route_secrets has exactly its six columns');
+SELECT is(pg_get_indexdef('outbox.route_secrets_topic_subscription_key'::regclass),
+          'CREATE UNIQUE INDEX route_secrets_topic_subscription_key ON outbox.route_secrets USING btree (topic, subscription) NULLS NOT DISTINCT',
+          'route_secrets_topic_subscription_key: one row per route, per topic and subscription');
 SELECT columns_are('outbox', 'route_http_stats',
                    ARRAY['topic', 'calls_2xx', 'calls_3xx', 'calls_4xx', 'calls_5xx', 'calls_failed',
-                         'latency_seconds_total', 'last_status', 'last_latency_ms', 'last_call_at'],
-                   'outbox.route_http_stats has exactly its ten columns');
-SELECT col_is_pk('outbox', 'route_http_stats', 'topic', 'outbox.route_http_stats: primary key (topic)');
+                         'latency_seconds_total', 'last_status', 'last_latency_ms', 'last_call_at',
+                         'subscription'],
+                   'outbox.route_http_stats has exactly its eleven columns');
+SELECT is(pg_get_indexdef('outbox.route_http_stats_topic_subscription_key'::regclass),
+          'CREATE UNIQUE INDEX route_http_stats_topic_subscription_key ON outbox.route_http_stats USING btree (topic, subscription) NULLS NOT DISTINCT',
+          'route_http_stats_topic_subscription_key: one row per route, per topic and subscription');
 SELECT ok((SELECT pg_catalog.array_position(e.extconfig, 'outbox.route_secrets'::regclass) IS NOT NULL
                   AND pg_catalog.array_position(e.extconfig, 'outbox.route_http_stats'::regclass) IS NULL
              FROM pg_extension e WHERE e.extname = 'krizaka_outbox'),

@@ -89,9 +89,15 @@ $node->safe_psql('app', q{
 $node->safe_psql('app', q{
 	SELECT outbox.route_http('hooks', 'https://hooks.example.com/outbox');
 	INSERT INTO outbox.route_http_stats VALUES ('hooks', 7, 1, 2, 3, 4, 1.25, 503, 12.5, now())
-	    ON CONFLICT (topic) DO UPDATE SET calls_2xx = 7, calls_3xx = 1, calls_4xx = 2, calls_5xx = 3,
-	        calls_failed = 4, latency_seconds_total = 1.25, last_status = 503, last_latency_ms = 12.5,
-	        last_call_at = now();
+	    ON CONFLICT (topic, subscription) DO UPDATE SET calls_2xx = 7, calls_3xx = 1, calls_4xx = 2,
+	        calls_5xx = 3, calls_failed = 4, latency_seconds_total = 1.25, last_status = 503,
+	        last_latency_ms = 12.5, last_call_at = now();
+	-- and the counters of a named subscription's HTTP route of the same topic
+	-- (kept after its route and subscription went, as counters are)
+	INSERT INTO outbox.route_http_stats VALUES ('hooks', 5, 0, 0, 0, 1, 0.5, 200, 3.5, now(), 'mirror')
+	    ON CONFLICT (topic, subscription) DO UPDATE SET calls_2xx = 5, calls_3xx = 0, calls_4xx = 0,
+	        calls_5xx = 0, calls_failed = 1, latency_seconds_total = 0.5, last_status = 200,
+	        last_latency_ms = 3.5, last_call_at = now();
 });
 is($node->safe_psql('app', q{SELECT string_agg(format('%s:%s/%s/%s/%s/%s', topic, due, delayed, leased, dead, delivered), ' ' ORDER BY topic) FROM outbox.topic_stats}),
 	'mail:1/0/0/2/1 orders:3/2/1/1/2', 'the messages are in their states');
@@ -228,15 +234,21 @@ is_deeply(
 is_deeply(
 	series($m, 'krizaka_outbox_http_calls_total'),
 	{
-		'class="2xx",datname="app",topic="hooks"' => 7,
-		'class="3xx",datname="app",topic="hooks"' => 1,
-		'class="4xx",datname="app",topic="hooks"' => 2,
-		'class="5xx",datname="app",topic="hooks"' => 3,
-		'class="failed",datname="app",topic="hooks"' => 4,
+		'class="2xx",datname="app",subscription="",topic="hooks"' => 7,
+		'class="3xx",datname="app",subscription="",topic="hooks"' => 1,
+		'class="4xx",datname="app",subscription="",topic="hooks"' => 2,
+		'class="5xx",datname="app",subscription="",topic="hooks"' => 3,
+		'class="failed",datname="app",subscription="",topic="hooks"' => 4,
+		'class="2xx",datname="app",subscription="mirror",topic="hooks"' => 5,
+		'class="3xx",datname="app",subscription="mirror",topic="hooks"' => 0,
+		'class="4xx",datname="app",subscription="mirror",topic="hooks"' => 0,
+		'class="5xx",datname="app",subscription="mirror",topic="hooks"' => 0,
+		'class="failed",datname="app",subscription="mirror",topic="hooks"' => 1,
 	},
-	'krizaka_outbox_http_calls_total: the HTTP route\'s calls by class');
-is_deeply(series($m, 'krizaka_outbox_http_latency_seconds_total'), { 'datname="app",topic="hooks"' => 1.25 },
-	'krizaka_outbox_http_latency_seconds_total: the time its calls took');
+	'krizaka_outbox_http_calls_total: each HTTP route\'s calls by class, the default subscription\'s with an empty subscription (no label once in Prometheus)');
+is_deeply(series($m, 'krizaka_outbox_http_latency_seconds_total'),
+	{ 'datname="app",subscription="",topic="hooks"' => 1.25, 'datname="app",subscription="mirror",topic="hooks"' => 0.5 },
+	'krizaka_outbox_http_latency_seconds_total: the time their calls took');
 my $audit = 'datname="app",subscription="audit",topic="orders"';
 my $replay = 'datname="app",subscription="replay",topic="mail"';
 is_deeply(

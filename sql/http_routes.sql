@@ -231,6 +231,37 @@ SELECT v.label, f.state, CASE WHEN v.named THEN f.message END AS message
 SELECT pg_temp.routes_state() = :'before' AS unchanged;
 
 --
+-- HTTP routes per subscription: each route of a topic has its own secret
+-- and headers; rotating or removing one leaves the others as they were
+--
+SELECT outbox.route_http('subs', 'https://example.com/default', :'vector_secret');
+SELECT outbox.route_http('subs', 'https://example.com/search', :'new_secret', '{"X-Sub": "search"}', NULL, 'search');
+SELECT outbox.route_http('subs', 'https://example.com/billing', NULL, NULL, NULL, 'billing');
+SELECT coalesce(r.subscription, '(default)') AS subscription, r.url,
+       s.secret IS NOT NULL AS signed, s.headers
+  FROM outbox.routes r
+  LEFT JOIN outbox.route_secrets s
+         ON s.topic = r.topic AND s.subscription IS NOT DISTINCT FROM r.subscription
+ WHERE r.topic = 'subs' ORDER BY r.subscription NULLS FIRST;
+SELECT name FROM outbox.subscription WHERE topic = 'subs' ORDER BY name;
+SELECT outbox.rotate_http_secret('subs', pg_temp.secret(32), interval '1 hour', 'search');
+SELECT coalesce(subscription, '(default)') AS subscription, previous_secret IS NOT NULL AS old_kept
+  FROM outbox.route_secrets WHERE topic = 'subs' ORDER BY subscription NULLS FIRST;
+SELECT state, message FROM pg_temp.fails(
+    $$SELECT outbox.rotate_http_secret('subs', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', interval '1 hour', 'billing')$$);
+SELECT state, message FROM pg_temp.fails(
+    $$SELECT outbox.rotate_http_secret('subs', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', interval '1 hour', 'audit')$$);
+SELECT outbox.unroute('subs', 'search');
+SELECT coalesce(subscription, '(default)') AS subscription FROM outbox.route_secrets
+ WHERE topic = 'subs' ORDER BY subscription NULLS FIRST;
+SELECT outbox.route_notify('subs', 'subs_events');
+SELECT count(*) AS default_secrets FROM outbox.route_secrets WHERE topic = 'subs';
+SELECT coalesce(subscription, '(default)') AS subscription, target FROM outbox.routes
+ WHERE topic = 'subs' ORDER BY subscription NULLS FIRST;
+SELECT outbox.unroute('subs', 'billing'), outbox.unroute('subs');
+SELECT outbox.unsubscribe('subs', name) FROM outbox.subscription WHERE topic = 'subs' ORDER BY name;
+
+--
 -- webhook_signature: the published test vector, and what it refuses
 --
 SELECT outbox.webhook_signature('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_p5jXN8AQM9LWM0D4loKWxJek',

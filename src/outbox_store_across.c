@@ -51,38 +51,46 @@
 	"LEAST(t.floor, (SELECT pg_catalog.min(e.lower) FROM " ACROSS_PASSED \
 	" WHERE e.key OPERATOR(pg_catalog.=) " a ".ordering_key))"
 
-static SavedStatement stmt_claim_stream_any = {
-	"WITH " CLAIM_UPDATE_BY("ctid")
-	" SELECT c.ctid FROM outbox.message c"
-	" WHERE c.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-	"  SELECT x.ctid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($7),"
-	"   pg_catalog.unnest($8)) WITH ORDINALITY AS t(topic, pos, floor, n),"
-	"  LATERAL ("
-	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
-	STREAM_DEFERRED_DUE("o", "t.topic", ACROSS_KEY_LOWER("o"), "NULL::pg_catalog.int8[]")
-	"    ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")"
-	"   UNION ALL"
-	"   (SELECT h.ctid, h.available_at, h.id FROM " ACROSS_PASSED ", LATERAL ("
-	"    SELECT o.ctid, o.topic, o.ordering_key, o.seq, o.available_at, o.leased_until, o.id"
-	"    FROM outbox.message o WHERE o.topic OPERATOR(pg_catalog.=) t.topic"
-	"    AND o.ordering_key OPERATOR(pg_catalog.=) e.key AND o.ordering_key IS NOT NULL"
-	"    AND o.seq OPERATOR(pg_catalog.>=) e.lower AND NOT o.deferred AND " STREAM_PENDING("o")
-	"    ORDER BY o.seq LIMIT 1) h"
-	"    WHERE e.key OPERATOR(pg_catalog.<>) '' AND h.available_at OPERATOR(pg_catalog.<=) $2"
-	"    AND (h.leased_until IS NULL OR h.leased_until OPERATOR(pg_catalog.<=) $2)"
+/* the heads of topic t's passed keys, when any topic has some */
+#define ACROSS_PASSED_PART \
+	"   UNION ALL" \
+	"   (SELECT h.ctid, h.available_at, h.id FROM " ACROSS_PASSED ", LATERAL (" \
+	"    SELECT o.ctid, o.topic, o.ordering_key, o.seq, o.available_at, o.leased_until, o.id" \
+	"    FROM outbox.message o WHERE o.topic OPERATOR(pg_catalog.=) t.topic" \
+	"    AND o.ordering_key OPERATOR(pg_catalog.=) e.key AND o.ordering_key IS NOT NULL" \
+	"    AND o.seq OPERATOR(pg_catalog.>=) e.lower AND NOT o.deferred AND " STREAM_PENDING("o") \
+	"    ORDER BY o.seq LIMIT 1) h" \
+	"    WHERE e.key OPERATOR(pg_catalog.<>) '' AND h.available_at OPERATOR(pg_catalog.<=) $2" \
+	"    AND (h.leased_until IS NULL OR h.leased_until OPERATOR(pg_catalog.<=) $2)" \
 	KEY_HEAD_AT("h", "t.topic", "LEAST(e.lower, t.floor)", "NULL::pg_catalog.int8[]") ")"
-	"   UNION ALL"
-	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o"
-	STREAM_FRESH_DUE("o", "t.topic", "t.pos", "t.floor", "NULL::pg_catalog.int8[]")
-	"    AND (o.ordering_key IS NULL OR o.ordering_key OPERATOR(pg_catalog.<>) ALL ($9[t.n:t.n]))"
-	"    ORDER BY o.seq LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")) x"
-	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES "))"
-	" AND " CLAIM_DUE("c")
-	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED"
-	")) RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id",
-	SPI_OK_SELECT,
-	10, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID,
-		 INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID}
+
+#define CLAIM_ACROSS(passed) { \
+	"WITH " CLAIM_UPDATE_BY("ctid") \
+	" SELECT c.ctid FROM outbox.message c" \
+	" WHERE c.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT x.ctid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($7)," \
+	"   pg_catalog.unnest($8)) WITH ORDINALITY AS t(topic, pos, floor, n)," \
+	"  LATERAL (" \
+	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o" \
+	STREAM_DEFERRED_DUE("o", "t.topic", ACROSS_KEY_LOWER("o"), "NULL::pg_catalog.int8[]") \
+	"    ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")" \
+	passed \
+	"   UNION ALL" \
+	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o" \
+	STREAM_FRESH_DUE("o", "t.topic", "t.pos", "t.floor", "NULL::pg_catalog.int8[]") \
+	"    AND (o.ordering_key IS NULL OR o.ordering_key OPERATOR(pg_catalog.<>) ALL ($9[t.n:t.n]))" \
+	"    ORDER BY o.seq LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")) x" \
+	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES "))" \
+	" AND " CLAIM_DUE("c") \
+	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED" \
+	")) RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id", \
+	SPI_OK_SELECT, \
+	10, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID, \
+		 INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID} }
+
+/* [1]: when a topic has passed keys (as in outbox_store_claim.c) */
+static SavedStatement stmt_claim_stream_any[2] = {
+	CLAIM_ACROSS(""), CLAIM_ACROSS(ACROSS_PASSED_PART)
 };
 
 /*
@@ -121,17 +129,18 @@ static SavedStatement stmt_stream_topics_v15 = {
 	0, {InvalidOid}
 };
 
-static bool obx_stream_topics(TimestampTz now, Datum *args);
+static bool obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed);
 
 /*
  * The topics that have messages and their claim states, moved forward
  * first, as the arguments of stmt_claim_stream_any in args: a text[] of
  * the topics ($1), bigint[]s of their positions ($7) and floors ($8), and
  * the two-dimensional arrays of their passed keys ($9, $10), allocated in
- * the SPI connection.  False when there is no topic to claim.
+ * the SPI connection; *any_passed says whether a topic has passed keys.
+ * False when there is no topic to claim.
  */
 static bool
-obx_stream_topics(TimestampTz now, Datum *args)
+obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 {
 	uint64		n = SpiExecute(StoreRoutesPerSubscription() ? &stmt_stream_topics_v15 :
 							   &stmt_stream_topics, NULL, NULL, false, 0);
@@ -206,6 +215,7 @@ obx_stream_topics(TimestampTz now, Datum *args)
 											  -1, false, TYPALIGN_INT));
 	args[6] = ClaimInt8Array(pos, (int) n);
 	args[7] = ClaimInt8Array(flo, (int) n);
+	*any_passed = passed;
 	dims[0] = passed ? (int) n : 0;
 	dims[1] = STREAM_MAX_PASSED_KEYS;
 	if (!passed)
@@ -230,7 +240,9 @@ obx_stream_topics(TimestampTz now, Datum *args)
 SavedStatement *
 ClaimAcrossPrepare(TimestampTz now, Datum *args)
 {
-	if (!obx_stream_topics(now, args))
+	bool		passed;
+
+	if (!obx_stream_topics(now, args, &passed))
 		return NULL;
-	return &stmt_claim_stream_any;
+	return &stmt_claim_stream_any[passed ? 1 : 0];
 }

@@ -231,13 +231,12 @@ static SavedStatement stmt_claim_delivered = {
  * that, but materializing it made every claim of a topic without keys
  * slower.)
  */
-#define CLAIM_STREAM_CANDIDATES \
+#define CLAIM_STREAM_CANDIDATES(passed) \
 	" SELECT x.ctid FROM (" \
 	"  SELECT d.ctid FROM (SELECT c.ctid FROM outbox.message c" \
 	STREAM_DEFERRED_DUE("c", "$1", KEY_LOWER("c"), "$8") \
 	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
-	"  UNION ALL" \
-	"  SELECT p.ctid FROM (" CLAIM_PASSED_HEADS ") p" \
+	passed \
 	"  UNION ALL" \
 	"  SELECT w.ctid FROM (" CLAIM_WINDOW("c", "c.ctid, c.topic, c.ordering_key, c.seq") ") w" \
 	"   WHERE true" KEY_HEAD_AT("w", "$1", "$7", "$8") \
@@ -249,6 +248,15 @@ static SavedStatement stmt_claim_delivered = {
 	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
 	" ) x LIMIT $3)) "
 
+/*
+ * The heads of the passed keys among the candidates: only in the claims
+ * of a position that has passed keys, as the statements [1] below (the
+ * part costs 5-8 % of a fresh drain's time even when it finds nothing).
+ */
+#define CLAIM_PASSED_PART \
+	"  UNION ALL" \
+	"  SELECT p.ctid FROM (" CLAIM_PASSED_HEADS ") p"
+
 #define CLAIM_STREAM_ARGTYPES \
 	10, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID, \
 		 INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID}
@@ -258,45 +266,52 @@ static SavedStatement stmt_claim_delivered = {
  * $7 position, $8 holes (bigint[]), $9 passed keys (text[]), $10 their
  * froms (bigint[])
  */
-static SavedStatement stmt_claim_stream = {
-	"WITH " CLAIM_UPDATE_BY("ctid") CLAIM_STREAM_CANDIDATES
-	"RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id",
-	SPI_OK_SELECT,
-	CLAIM_STREAM_ARGTYPES
+#define CLAIM_STREAM(passed) { \
+	"WITH " CLAIM_UPDATE_BY("ctid") CLAIM_STREAM_CANDIDATES(passed) \
+	"RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id", \
+	SPI_OK_SELECT, \
+	CLAIM_STREAM_ARGTYPES }
+
+static SavedStatement stmt_claim_stream[2] = {
+	CLAIM_STREAM(""), CLAIM_STREAM(CLAIM_PASSED_PART)
 };
 
 /*
  * The same for a transactional target: marked delivered at once, or dead
  * when the lease of its last allowed attempt expired ($5 is not used).
  */
-static SavedStatement stmt_claim_stream_delivered = {
-	"WITH claimed AS (UPDATE outbox.message m SET"
-	" attempts = CASE WHEN " CLAIM_EXPIRED_LAST
-	"   THEN m.attempts ELSE m.attempts OPERATOR(pg_catalog.+) 1 END,"
-	" lease_owner = CASE WHEN " CLAIM_EXPIRED_LAST
-	"   THEN m.lease_owner ELSE $4 END,"
-	" leased_until = NULL, deferred = false,"
-	" delivered_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN NULL ELSE $2 END,"
-	" dead_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN $2 END,"
-	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST
-	"   THEN " LEASE_EXPIRED_ERROR("$6") " END "
-	"WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" CLAIM_STREAM_CANDIDATES
-	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts,"
-	" m.leased_until, m.dead_at, m.available_at) "
-	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until,"
-	" dead_at, available_at FROM claimed ORDER BY available_at, id",
-	SPI_OK_SELECT,
-	CLAIM_STREAM_ARGTYPES
+#define CLAIM_STREAM_DELIVERED(passed) { \
+	"WITH claimed AS (UPDATE outbox.message m SET" \
+	" attempts = CASE WHEN " CLAIM_EXPIRED_LAST \
+	"   THEN m.attempts ELSE m.attempts OPERATOR(pg_catalog.+) 1 END," \
+	" lease_owner = CASE WHEN " CLAIM_EXPIRED_LAST \
+	"   THEN m.lease_owner ELSE $4 END," \
+	" leased_until = NULL, deferred = false," \
+	" delivered_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN NULL ELSE $2 END," \
+	" dead_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN $2 END," \
+	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST \
+	"   THEN " LEASE_EXPIRED_ERROR("$6") " END " \
+	"WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" CLAIM_STREAM_CANDIDATES(passed) \
+	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts," \
+	" m.leased_until, m.dead_at, m.available_at) " \
+	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until," \
+	" dead_at, available_at FROM claimed ORDER BY available_at, id", \
+	SPI_OK_SELECT, \
+	CLAIM_STREAM_ARGTYPES }
+
+static SavedStatement stmt_claim_stream_delivered[2] = {
+	CLAIM_STREAM_DELIVERED(""), CLAIM_STREAM_DELIVERED(CLAIM_PASSED_PART)
 };
 
-static void obx_position(text *topic, TimestampTz now, Datum *args);
+static int	obx_position(text *topic, TimestampTz now, Datum *args);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
 
 /*
  * The claim state of topic as the arguments $7 to $10 of a claim of one
- * topic, args[6..9] (the arrays allocated in the SPI connection).
+ * topic, args[6..9] (the arrays allocated in the SPI connection).  Returns
+ * which of the claim statements serves it: 1 when it has passed keys.
  */
-static void
+static int
 obx_position(text *topic, TimestampTz now, Datum *args)
 {
 	StreamClaimState st;
@@ -317,6 +332,7 @@ obx_position(text *topic, TimestampTz now, Datum *args)
 	args[8] = PointerGetDatum(construct_array(keys, st.nkeys, TEXTOID, -1, false,
 											  TYPALIGN_INT));
 	args[9] = ClaimInt8Array(elems, st.nkeys);
+	return st.nkeys > 0 ? 1 : 0;
 }
 
 /*
@@ -346,8 +362,7 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 
 	if (stream && req->topic)
 	{
-		claim = &stmt_claim_stream;
-		obx_position(req->topic, req->now, args);
+		claim = &stmt_claim_stream[obx_position(req->topic, req->now, args)];
 	}
 	else if (stream)
 	{
@@ -435,10 +450,12 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 	SpiConnect();
 	if (StreamSchema())
 	{
+		int			passed;
+
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = TimestampTzGetDatum(req->now);
 		args[5] = Int32GetDatum(req->max_attempts);
-		obx_position(req->topic, req->now, args);
+		passed = obx_position(req->topic, req->now, args);
 
 		/* candidates that turn out dead do not count, as in obx_claim */
 		n = 0;
@@ -446,7 +463,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		{
 			dead = 0;
 			args[2] = Int32GetDatum(req->batch_size - n);
-			(void) SpiExecute(&stmt_claim_stream_delivered, args, NULL, false, 0);
+			(void) SpiExecute(&stmt_claim_stream_delivered[passed], args, NULL, false, 0);
 			n += ClaimSinkRows(&sink, NUM_CLAIM_COLS, &dead);
 		} while (dead > 0 && n < req->batch_size);
 	}

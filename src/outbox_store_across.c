@@ -150,6 +150,7 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 	Datum	   *flo;
 	Datum	   *keys;
 	Datum	   *froms;
+	Datum		empty;
 	bool		passed = false;
 	int			dims[2];
 	int			lbs[2] = {1, 1};
@@ -185,6 +186,8 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 
 	pos = palloc(sizeof(Datum) * n);
 	flo = palloc(sizeof(Datum) * n);
+	/* the padding of the rows: no ordering key is empty */
+	empty = CStringGetTextDatum("");
 	keys = palloc(sizeof(Datum) * n * STREAM_MAX_PASSED_KEYS);
 	froms = palloc(sizeof(Datum) * n * STREAM_MAX_PASSED_KEYS);
 	for (i = 0; i < n; i++)
@@ -204,7 +207,7 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 			bool		used = k < st.nkeys;
 
 			keys[i * STREAM_MAX_PASSED_KEYS + k] =
-				CStringGetTextDatum(used ? st.keys[k].key : "");
+				used ? CStringGetTextDatum(st.keys[k].key) : empty;
 			froms[i * STREAM_MAX_PASSED_KEYS + k] =
 				Int64GetDatum(used ? st.keys[k].from : 0);
 		}

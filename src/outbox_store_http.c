@@ -124,7 +124,7 @@ obx_have_secrets(void)
  * 0 before, where a named subscription has no route
  */
 static int
-obx_v(text *subscription)
+obx_v(void)
 {
 	return StoreRoutesPerSubscription() ? 1 : 0;
 }
@@ -155,7 +155,7 @@ StoreHttpSetSecrets(text *topic, text *subscription, const char *secret,
 	nulls[2] = secret ? ' ' : 'n';
 	args[3] = headers ? JsonbPGetDatum(headers) : (Datum) 0;
 	nulls[3] = headers ? ' ' : 'n';
-	(void) SpiRun(&stmt_secrets_set[obx_v(subscription)], args, nulls);
+	(void) SpiRun(&stmt_secrets_set[obx_v()], args, nulls);
 }
 
 /*
@@ -171,7 +171,7 @@ StoreHttpDropSecrets(text *topic, text *subscription)
 	if (!obx_have_secrets())
 		return;
 	obx_route_key(args, nulls, PointerGetDatum(topic), subscription);
-	(void) SpiRun(&stmt_secrets_drop[obx_v(subscription)], args, nulls);
+	(void) SpiRun(&stmt_secrets_drop[obx_v()], args, nulls);
 }
 
 /*
@@ -191,7 +191,7 @@ StoreHttpRotateSecret(text *topic, text *subscription, const char *secret,
 	nulls[2] = nulls[3] = ' ';
 	if (!obx_have_secrets() ||
 		(subscription != NULL && !StoreRoutesPerSubscription()) ||
-		SpiRun(&stmt_rotate_route[obx_v(subscription)], args, nulls) == 0)
+		SpiRun(&stmt_rotate_route[obx_v()], args, nulls) == 0)
 	{
 		if (subscription == NULL)
 			ereport(ERROR,
@@ -206,7 +206,7 @@ StoreHttpRotateSecret(text *topic, text *subscription, const char *secret,
 	}
 	args[2] = CStringGetTextDatum(secret);
 	args[3] = TimestampTzGetDatum(keep_until);
-	(void) SpiRun(&stmt_rotate_secret[obx_v(subscription)], args, nulls);
+	(void) SpiRun(&stmt_rotate_secret[obx_v()], args, nulls);
 }
 
 /*
@@ -229,7 +229,7 @@ StoreHttpSecrets(const char *topic, const char *subscription)
 		return s;
 	obx_route_key(args, nulls, CStringGetTextDatum(topic), sub);
 	SpiConnect();
-	if (SpiExecute(&stmt_secrets_get[obx_v(sub)], args, nulls, true, 1) == 1)
+	if (SpiExecute(&stmt_secrets_get[obx_v()], args, nulls, true, 1) == 1)
 	{		HeapTuple	tup = SPI_tuptable->vals[0];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
@@ -286,5 +286,5 @@ StoreHttpCount(const char *topic, const char *subscription,
 	args[9] = Float8GetDatum(c->last_latency_ms);
 	args[10] = TimestampTzGetDatum(c->last_call_at);
 	nulls[10] = c->last_call_at == 0 ? 'n' : ' ';
-	(void) SpiRun(&stmt_count[obx_v(sub)], args, nulls);
+	(void) SpiRun(&stmt_count[obx_v()], args, nulls);
 }

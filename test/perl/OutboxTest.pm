@@ -15,7 +15,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node remote_server
-  replicated_outbox notified_ids);
+  replicated_outbox notified_ids message_index_reads);
 
 # Quote a string as an SQL literal.
 sub lit
@@ -169,6 +169,17 @@ sub notified_ids
 		usleep(50_000);
 	}
 	return @ids;
+}
+
+# Index entries read from the indexes of outbox.message of database $db
+# so far (the statistics of this session flushed first).
+sub message_index_reads
+{
+	my ($node, $db) = @_;
+	return $node->safe_psql($db, q{
+		SELECT pg_stat_force_next_flush();
+		SELECT sum(idx_tup_read) FROM pg_stat_user_indexes
+		 WHERE schemaname = 'outbox' AND relname = 'message'});
 }
 
 1;

@@ -27,15 +27,6 @@ sub drain
 		  FROM c WHERE outbox.complete(c.id, 'w')});
 }
 
-# index entries read from the indexes of outbox.message so far
-sub index_reads
-{
-	return $node->safe_psql('app', q{
-		SELECT pg_stat_force_next_flush();
-		SELECT sum(idx_tup_read) FROM pg_stat_user_indexes
-		 WHERE schemaname = 'outbox' AND relname = 'message'});
-}
-
 # In one session, $rounds claims of 50 of topic $t (an SQL expression),
 # each completed in its statement; returns how many found a full batch and
 # how many index entries the last one read.  A session flushes its
@@ -54,10 +45,10 @@ sub drain_rounds
 		$full++ if $session->query_safe($sql) eq '50';
 	}
 	$session->query_safe('SELECT pg_stat_force_next_flush()');
-	my $before = index_reads();
+	my $before = message_index_reads($node, 'app');
 	$full++ if $session->query_safe($sql) eq '50';
 	$session->query_safe('SELECT pg_stat_force_next_flush()');
-	my $last = index_reads() - $before;
+	my $last = message_index_reads($node, 'app') - $before;
 	$session->quit;
 	return ($full, $last);
 }
@@ -75,12 +66,12 @@ $node->safe_psql('app', q{
 my $holder = $node->background_psql('app');
 $holder->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
 $holder->query_safe('SELECT count(*) FROM pg_class');
-my $reads_before = index_reads();
+my $reads_before = message_index_reads($node, 'app');
 my ($claims, $last_reads) = drain_rounds(q{'held'}, 400);
 is($claims, 400, 'every claim found a full batch while the snapshot was held');
 is($node->safe_psql('app', q{SELECT count(*) FROM outbox.message WHERE delivered_at IS NULL}),
 	'0', 'all 20,000 messages delivered');
-my $per_claim = (index_reads() - $reads_before) / 400;
+my $per_claim = (message_index_reads($node, 'app') - $reads_before) / 400;
 cmp_ok($per_claim, '<', 400,
 	"on average a claim and its completions read $per_claim index entries (its batch, not the history)");
 cmp_ok($last_reads, '<', 400,

@@ -40,15 +40,6 @@ $node->safe_psql('app', q{
 	END $$;
 });
 
-# index entries read from the indexes of outbox.message so far
-sub index_reads
-{
-	return $node->safe_psql('app', q{
-		SELECT pg_stat_force_next_flush();
-		SELECT sum(idx_tup_read) FROM pg_stat_user_indexes
-		 WHERE schemaname = 'outbox' AND relname = 'message'});
-}
-
 # 3,000 messages of key hot, then 300 of other keys and 100 without one
 $node->safe_psql('app', q{
 	SELECT count(*) FROM outbox.append_batch('hk', 'evt.hk.v1',
@@ -70,10 +61,10 @@ my $sql = q{
 my $claimed = 0;
 $claimed += $session->query_safe($sql) for 1 .. 7;
 $session->query_safe('SELECT pg_stat_force_next_flush()');
-my $before = index_reads();
+my $before = message_index_reads($node, 'app');
 my $last = $session->query_safe($sql);
 $session->query_safe('SELECT pg_stat_force_next_flush()');
-my $reads = index_reads() - $before;
+my $reads = message_index_reads($node, 'app') - $before;
 $claimed += $last;
 is($last, '50', 'the eighth claim gets a full batch of other keys');
 note("index entries read by that claim: $reads (the hot key's run: 2,999 messages)");
@@ -113,10 +104,10 @@ $sql = q{
 $claimed = 0;
 $claimed += $session->query_safe($sql) for 1 .. 7;
 $session->query_safe('SELECT pg_stat_force_next_flush()');
-$before = index_reads();
+$before = message_index_reads($node, 'app');
 $last = $session->query_safe($sql);
 $session->query_safe('SELECT pg_stat_force_next_flush()');
-$reads = index_reads() - $before;
+$reads = message_index_reads($node, 'app') - $before;
 $claimed += $last;
 is($last, '50', 'across all topics, the eighth claim gets a full batch of other keys');
 note("index entries read by that claim across all topics: $reads");

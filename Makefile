@@ -29,6 +29,7 @@ OBJS = \
 	src/outbox_identity.o \
 	src/outbox_key_lock.o \
 	src/outbox_launcher.o \
+	src/outbox_launcher_dbs.o \
 	src/outbox_notify.o \
 	src/outbox_remote_check.o \
 	src/outbox_remote_command.o \

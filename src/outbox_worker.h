@@ -46,6 +46,8 @@ typedef enum OutboxWorkerExit
 /* the launcher (outbox_launcher.c) */
 extern void OutboxLauncherRegister(void);
 extern PGDLLEXPORT void OutboxLauncherMain(Datum main_arg);
+
+/* the databases it serves (outbox_launcher_dbs.c) */
 extern List *LauncherDatabaseNames(bool *star);
 extern bool LauncherListed(List *names, bool star, const char *datname);
 extern bool LauncherCanConnect(Form_pg_database form);

@@ -38,6 +38,7 @@ OBJS = \
 	src/outbox_remote_options.o \
 	src/outbox_remote_probe.o \
 	src/outbox_shmem.o \
+	src/outbox_shmem_backend.o \
 	src/outbox_spi.o \
 	src/outbox_store.o \
 	src/outbox_store_append.o \

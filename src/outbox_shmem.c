@@ -2,16 +2,19 @@
  *
  * outbox_shmem.c
  *		The shared state between the launcher, the drain workers and the
- *		backends that wake or stop them.
+ *		backends that wake or stop them: the struct, and the worker slots.
  *
- * One struct in shared memory, private to this file, holds the launcher's
- * latch, one slot per drain worker, the databases that a
- * DROP/ALTER/CREATE DATABASE keeps free of workers, and the databases where
- * CREATE EXTENSION krizaka_outbox has just committed.  A single LWLock
- * guards all of it: every access is a handful of loads and stores, done at
- * most a few times per transaction, so finer locking would buy nothing.
- * Only this file takes that lock; the other files call the functions below,
- * each of which does its work under the lock in one go.
+ * One struct in shared memory (outbox_shmem_int.h), private to this file
+ * and outbox_shmem_backend.c, holds the launcher's latch, one slot per
+ * drain worker, the databases that a DROP/ALTER/CREATE DATABASE keeps free
+ * of workers, and the databases where CREATE EXTENSION krizaka_outbox has
+ * just committed.  A single LWLock guards all of it: every access is a
+ * handful of loads and stores, done at most a few times per transaction,
+ * so finer locking would buy nothing.  Only these two files take that
+ * lock; the other files call their functions, each of which does its work
+ * under the lock in one go.  This file has what the launcher, the drain
+ * workers and worker_status() do with the slots; outbox_shmem_backend.c
+ * what ordinary backends do (wake, probe, hold off).
  *
  * Glossary:
  *	slot		a drain worker's entry: database, pid, latch, state, counters;
@@ -43,48 +46,11 @@
 #include "utils/timestamp.h"
 
 #include "outbox.h"
-#include "outbox_shmem.h"
+#include "outbox_shmem_int.h"
 
 #define OBX_SHMEM_NAME		"krizaka_outbox"
-#define OBX_MAX_HOLDOFFS	32		/* databases kept off at once */
 
-/*
- * One drain worker.  The launcher assigns a slot to a database and frees
- * it; the worker fills in its pid, latch and counters.  Every field is read
- * and written under obx_shared->lock.
- */
-typedef struct OutboxWorkerSlot
-{
-	Oid			dboid;			/* InvalidOid: slot free */
-	uint32		generation;		/* launcher generation that started it */
-	OutboxWorkerExit exit_reason;
-	Latch	   *latch;			/* the worker's PGPROC latch, or NULL */
-	OutboxWorkerInfo info;		/* what worker_status() shows */
-} OutboxWorkerSlot;
-
-/* A database that a DROP/ALTER/CREATE DATABASE keeps free of workers */
-typedef struct OutboxHoldoff
-{
-	Oid			dboid;			/* InvalidOid: entry free */
-	pid_t		requester;		/* backend whose transaction holds it */
-} OutboxHoldoff;
-
-typedef struct OutboxShared
-{
-	LWLock	   *lock;
-	uint32		launcher_generation;	/* bumped on each launcher start */
-	pid_t		launcher_pid;
-	Latch	   *launcher_latch;
-	int			nprobes;		/* databases where CREATE EXTENSION committed */
-	bool		probe_all;		/* probes[] overflowed: re-probe every one */
-	Oid			probes[OUTBOX_MAX_PROBES];
-	OutboxHoldoff holdoffs[OBX_MAX_HOLDOFFS];
-	pg_atomic_uint64 routes_generation; /* bumped when routes change */
-	int			nslots;
-	OutboxWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
-} OutboxShared;
-
-static OutboxShared *obx_shared = NULL;
+OutboxShared *obx_shared = NULL;
 
 /* in a drain worker: its own slot, from attach to detach */
 static OutboxWorkerSlot *obx_my_slot = NULL;
@@ -97,7 +63,6 @@ static void obx_shmem_request(void);
 static void obx_shmem_startup(void);
 static bool obx_sweep_slots(bool terminate);
 static int	obx_claim_slot(int slotno, Oid dboid, const NameData *datname);
-static OutboxWorkerSlot *obx_find_slot(Oid dboid);
 static bool obx_database_held_off(Oid dboid);
 
 /* Install the shared memory hooks; only called when preloaded. */
@@ -512,20 +477,6 @@ ShmemWorkerSnapshot(OutboxWorkerInfo **infos)
 	return n;
 }
 
-/* The slot of a database's drain worker, or NULL; the caller holds the lock. */
-static OutboxWorkerSlot *
-obx_find_slot(Oid dboid)
-{
-	int			i;
-
-	for (i = 0; i < obx_shared->nslots; i++)
-	{
-		if (obx_shared->slots[i].dboid == dboid)
-			return &obx_shared->slots[i];
-	}
-	return NULL;
-}
-
 /*
  * Whether some backend keeps this database free of workers; the caller holds
  * the lock.  An entry whose backend has gone away no longer counts (its
@@ -544,179 +495,4 @@ obx_database_held_off(Oid dboid)
 			return true;
 	}
 	return false;
-}
-
-/* Set the launcher's latch, if it runs. */
-void
-ShmemWakeLauncher(void)
-{
-	if (obx_shared == NULL)
-		return;
-
-	LWLockAcquire(obx_shared->lock, LW_SHARED);
-	if (obx_shared->launcher_latch != NULL)
-		SetLatch(obx_shared->launcher_latch);
-	LWLockRelease(obx_shared->lock);
-}
-
-/*
- * Set the latch of a database's drain worker, if one runs.  The worker's
- * own commits do not wake it: its next due time already covers what its
- * round changed, and waking itself could turn its loop into a busy one.
- */
-void
-ShmemWakeWorker(Oid dboid)
-{
-	OutboxWorkerSlot *slot;
-
-	if (obx_shared == NULL)
-		return;
-
-	LWLockAcquire(obx_shared->lock, LW_SHARED);
-	slot = obx_find_slot(dboid);
-	if (slot != NULL && slot->latch != NULL && slot->info.pid != MyProcPid)
-		SetLatch(slot->latch);
-	LWLockRelease(obx_shared->lock);
-}
-
-/*
- * Tell the launcher that the extension now exists in a database, so that it
- * starts a worker there without waiting for its next periodic look.
- */
-void
-ShmemRequestProbe(Oid dboid)
-{
-	int			i;
-	bool		known = false;
-
-	if (obx_shared == NULL)
-		return;
-
-	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < obx_shared->nprobes; i++)
-		known |= (obx_shared->probes[i] == dboid);
-	if (!known)
-	{
-		if (obx_shared->nprobes < OUTBOX_MAX_PROBES)
-			obx_shared->probes[obx_shared->nprobes++] = dboid;
-		else
-			obx_shared->probe_all = true;
-	}
-	if (obx_shared->launcher_latch != NULL)
-		SetLatch(obx_shared->launcher_latch);
-	LWLockRelease(obx_shared->lock);
-}
-
-/*
- * Keep a database free of workers until this backend's transaction ends.
- * Returns false when the table is full (the caller then goes on without).
- */
-bool
-ShmemHoldOffDatabase(Oid dboid)
-{
-	int			i;
-	int			freeidx = -1;
-
-	if (obx_shared == NULL)
-		return false;
-
-	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < OBX_MAX_HOLDOFFS; i++)
-	{
-		OutboxHoldoff *h = &obx_shared->holdoffs[i];
-
-		if (h->dboid == dboid && h->requester == MyProcPid)
-		{
-			LWLockRelease(obx_shared->lock);
-			return true;
-		}
-		if (freeidx < 0 &&
-			(h->dboid == InvalidOid || BackendPidGetProc(h->requester) == NULL))
-			freeidx = i;
-	}
-	if (freeidx >= 0)
-	{
-		obx_shared->holdoffs[freeidx].dboid = dboid;
-		obx_shared->holdoffs[freeidx].requester = MyProcPid;
-	}
-	LWLockRelease(obx_shared->lock);
-
-	return freeidx >= 0;
-}
-
-/*
- * Drop the holdoffs of a backend (at the end of its transaction) and wake
- * the launcher so that it brings the workers back.  Returns whether there
- * were any.
- */
-bool
-ShmemReleaseHoldoffs(pid_t requester)
-{
-	int			i;
-	bool		released = false;
-
-	if (obx_shared == NULL)
-		return false;
-
-	LWLockAcquire(obx_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < OBX_MAX_HOLDOFFS; i++)
-	{
-		OutboxHoldoff *h = &obx_shared->holdoffs[i];
-
-		if (h->dboid != InvalidOid && h->requester == requester)
-		{
-			h->dboid = InvalidOid;
-			h->requester = 0;
-			released = true;
-		}
-	}
-	if (released && obx_shared->launcher_latch != NULL)
-		SetLatch(obx_shared->launcher_latch);
-	LWLockRelease(obx_shared->lock);
-
-	return released;
-}
-
-/*
- * Whether a drain worker is registered or running for a database, and its
- * pid (0 while it is still starting).
- */
-bool
-ShmemWorkerPresent(Oid dboid, pid_t *pid)
-{
-	OutboxWorkerSlot *slot;
-	bool		present = false;
-
-	*pid = 0;
-	if (obx_shared == NULL)
-		return false;
-
-	LWLockAcquire(obx_shared->lock, LW_SHARED);
-	slot = obx_find_slot(dboid);
-	if (slot != NULL &&
-		(slot->info.pid != 0 || slot->info.state == OBX_WORKER_STARTING))
-	{
-		present = true;
-		*pid = slot->info.pid;
-	}
-	LWLockRelease(obx_shared->lock);
-
-	return present;
-}
-
-/*
- * The generation of the routes: backends that cache which topics are
- * routed reload them when it changes.  Read without the lock.
- */
-uint64
-ShmemRoutesGeneration(void)
-{
-	return pg_atomic_read_u64(&obx_shared->routes_generation);
-}
-
-/* Announce that routes changed (after the change committed). */
-void
-ShmemBumpRoutesGeneration(void)
-{
-	pg_atomic_fetch_add_u64(&obx_shared->routes_generation, 1);
 }

@@ -4,9 +4,10 @@
  *		The shared state of the launcher, the drain workers and the backends
  *		that wake or stop them (outbox_shmem.c).
  *
- * The state itself is private to outbox_shmem.c; these functions are the
- * only way to it.  The launcher knows the slots of the drain workers by
- * number (-1: none); a drain worker knows only its own slot.
+ * The state itself is private to outbox_shmem.c and outbox_shmem_backend.c
+ * (outbox_shmem_int.h); these functions are the only way to it.  The
+ * launcher knows the slots of the drain workers by number (-1: none); a
+ * drain worker knows only its own slot.
  *
  *-------------------------------------------------------------------------
  */
@@ -59,7 +60,7 @@ extern void ShmemWorkerRoundEnds(bool ran, int64 delivered, int64 failed);
 /* worker_status() */
 extern int	ShmemWorkerSnapshot(OutboxWorkerInfo **infos);
 
-/* backends: waking, probes, holdoffs, routes */
+/* backends: waking, probes, holdoffs, routes (outbox_shmem_backend.c) */
 extern void ShmemWakeLauncher(void);
 extern void ShmemWakeWorker(Oid dboid);
 extern void ShmemRequestProbe(Oid dboid);

@@ -9,6 +9,7 @@
  *							NOTIFY batches
  *	outbox_drain_remote.c	a batch of a remote or HTTP route, and its
  *							circuit breaker
+ *	outbox_drain_outcomes.c	the outcomes of such a batch recorded
  *	outbox_drain_call.c		the call of one message of such a batch: a
  *							remote command or an HTTP request
  *	outbox_drain_wait.c		the worker's remote batches in flight, and its
@@ -98,6 +99,8 @@ extern RemoteBatch *RemoteBatchClaim(const ClaimRequest *req,
 									 MemoryContext parent);
 extern bool RemoteBatchOfRoute(RemoteBatch *batch, const OutboxRoute *route);
 extern BatchCall *RemoteBatchNext(RemoteBatch *batch);
+
+/* its outcomes recorded (outbox_drain_outcomes.c) */
 extern void RemoteBatchFinish(RemoteBatch *batch, int64 *delivered,
 							  int64 *failed);
 extern void RemoteBatchAbandon(RemoteBatch *batch, const char *error,

@@ -16,6 +16,7 @@ OBJS = \
 	src/outbox_drain_batch.o \
 	src/outbox_drain_call.o \
 	src/outbox_drain_outcomes.o \
+	src/outbox_drain_pace.o \
 	src/outbox_drain_remote.o \
 	src/outbox_drain_wait.o \
 	src/outbox_drain_xact.o \

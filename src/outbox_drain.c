@@ -34,18 +34,14 @@
  * outbox.batch_size per topic, waiting for each remote call in turn.
  *
  * The worker's round never waits for a remote server.  It commits each
- * NOTIFY batch, and while a topic fills whole batches it doubles that
- * topic's next one, up to NOTIFY_BATCH_MAX: the claim reads the head of the
- * topic's index once per batch, and under a backlog (all the more with
- * dead index entries that a long-running snapshot keeps from being
- * removed) larger batches spread that read and the commit over more
- * messages.  A short batch that found messages shrinks the next ones for
- * a while (TopicPace), so that a backlog under one ordering key is not
- * read through at each claim.  For a remote route it claims a batch, commits, and leaves the
- * batch in flight (outbox_drain_wait.c): the worker's wait between rounds
- * serves the calls of every route in flight together with its latch, so
- * that a commit wakes it for the next round however long a remote server
- * takes, and no route waits for another.  The claim commits before
+ * NOTIFY batch, of the size the topic's pace sets (outbox_drain_pace.c):
+ * doubled while the topic fills whole batches, up to NOTIFY_BATCH_MAX, and
+ * shrunk for a while after a short one.  For a remote route it claims a
+ * batch, commits, and leaves the batch in flight (outbox_drain_wait.c):
+ * the worker's wait between rounds serves the calls of every route in
+ * flight together with its latch, so that a commit wakes it for the next
+ * round however long a remote server takes, and no route waits for
+ * another.  The claim commits before
  * anything is sent: if the worker dies while delivering, the leases it
  * took expire and the messages are claimed again with one more attempt, so
  * a message that kills the worker ends dead instead of killing it forever.
@@ -79,33 +75,8 @@ PG_FUNCTION_INFO_V1(outbox_drain_once);
 /* Random bytes in a lease owner name, written in hex */
 #define OUTBOX_OWNER_TOKEN_BYTES	16
 
-/* The largest NOTIFY batch of the worker under a backlog */
-#define NOTIFY_BATCH_MAX	1000
-
 /* How long a round of the worker goes on while messages remain */
 #define ROUND_MAX_MS		100
-
-/* The longest a topic holds a smaller NOTIFY batch after a short one */
-#define PACE_HOLD_MAX_MS	60000
-
-/*
- * The size of the next NOTIFY batch of a topic, kept from round to round.
- * A full batch doubles it; a short one that found messages (the heads of
- * ordering keys, whose next messages must wait for them) shrinks it to
- * what it found, and holds it there for a second, then two, four... up to
- * PACE_HOLD_MAX_MS: the claim reads past every message it cannot take
- * whenever it asks for more than it finds, which under one ordering key
- * with a large backlog costs seconds, and a batch that asks for no more
- * than it finds never does.  A batch that finds nothing resets it.
- */
-typedef struct TopicPace
-{
-	char	   *topic;
-	char	   *subscription;	/* of the route; NULL: the default one */
-	int			size;			/* of its next batch */
-	TimestampTz grow_after;		/* no larger batch before */
-	int			hold_ms;		/* how long the last short batch held it */
-} TopicPace;
 
 /* What a step of the worker's round on a route leaves */
 typedef enum StepResult
@@ -128,12 +99,6 @@ static bool obx_notify_poison(DrainState *st, OutboxRoute *route,
 							  const char *error, MemoryContext cxt);
 static StepResult obx_route_step(DrainState *st, OutboxRoute *route,
 								 TopicPace *pace, MemoryContext cxt);
-static void obx_pace(TopicPace *pace, int claimed, int batch_size);
-static TopicPace *obx_paces_for(List *routes, int batch_size);
-
-static MemoryContext obx_pace_cxt = NULL;	/* the worker's paces */
-static TopicPace *obx_paces = NULL;
-static int	obx_npaces = 0;
 
 /*
  * The lease owner of this process's deliveries: what it is, its pid (for
@@ -413,7 +378,7 @@ obx_route_step(DrainState *st, OutboxRoute *route, TopicPace *pace,
 			return STEP_LOCKED;
 		if (ROUTE_BY_CALLS(route))
 			return STEP_DONE;
-		obx_pace(pace, st->claimed, st->batch_size);
+		DrainPace(pace, st->claimed, st->batch_size);
 		if (st->claimed == 0)
 			return STEP_DONE;
 		/* a NOTIFY route that delivers again ends its pause */
@@ -476,75 +441,6 @@ obx_route_recovered(OutboxRoute *route, MemoryContext cxt)
 		(void) DrainCatch(cxt, &at_commit);
 	}
 	PG_END_TRY();
-}
-
-/* The pace of a NOTIFY topic after a batch that found claimed messages. */
-static void
-obx_pace(TopicPace *pace, int claimed, int batch_size)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (claimed == 0)
-	{
-		pace->size = batch_size;
-		pace->grow_after = 0;
-		pace->hold_ms = 0;
-	}
-	else if (claimed >= pace->size)
-	{
-		if (now >= pace->grow_after)
-			pace->size = Min(pace->size * 2, Max(NOTIFY_BATCH_MAX, batch_size));
-	}
-	else
-	{
-		pace->size = claimed;
-		pace->hold_ms = pace->hold_ms == 0 ? 1000 :
-			Min(pace->hold_ms * 2, PACE_HOLD_MAX_MS);
-		pace->grow_after = TimestampTzPlusMilliseconds(now, pace->hold_ms);
-	}
-}
-
-/*
- * The paces of the routes, one per route in their order: the one the
- * topic had, or a full batch for a topic new to the worker.  The paces of
- * topics no longer routed are dropped.
- */
-static TopicPace *
-obx_paces_for(List *routes, int batch_size)
-{
-	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "outbox drain paces",
-											  ALLOCSET_SMALL_SIZES);
-	TopicPace  *paces = MemoryContextAllocZero(cxt, sizeof(TopicPace) *
-											   Max(list_length(routes), 1));
-	ListCell   *lc;
-
-	foreach(lc, routes)
-	{
-		OutboxRoute *route = (OutboxRoute *) lfirst(lc);
-		TopicPace  *pace = &paces[foreach_current_index(lc)];
-
-		pace->topic = MemoryContextStrdup(cxt, route->topic);
-		pace->subscription = route->subscription ?
-			MemoryContextStrdup(cxt, route->subscription) : NULL;
-		pace->size = batch_size;
-		for (int i = 0; i < obx_npaces; i++)
-		{
-			if (SameRoute(obx_paces[i].topic, obx_paces[i].subscription,
-						  route->topic, route->subscription))
-			{
-				pace->size = obx_paces[i].size;
-				pace->grow_after = obx_paces[i].grow_after;
-				pace->hold_ms = obx_paces[i].hold_ms;
-				break;
-			}
-		}
-	}
-	if (obx_pace_cxt != NULL)
-		MemoryContextDelete(obx_pace_cxt);
-	obx_pace_cxt = cxt;
-	obx_paces = paces;
-	obx_npaces = list_length(routes);
-	return paces;
 }
 
 /*
@@ -616,7 +512,7 @@ DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 		goto done;
 	ran = false;
 
-	paces = obx_paces_for(routes, st.batch_size);
+	paces = DrainPacesFor(routes, st.batch_size);
 
 	do
 	{

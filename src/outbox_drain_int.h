@@ -7,6 +7,8 @@
  *
  *	outbox_drain.c			the round of drain_once and of the worker;
  *							NOTIFY batches
+ *	outbox_drain_pace.c		the size of the worker's next NOTIFY batch of
+ *							each topic
  *	outbox_drain_remote.c	a batch of a remote or HTTP route, and its
  *							circuit breaker
  *	outbox_drain_outcomes.c	the outcomes of such a batch recorded
@@ -78,6 +80,29 @@ typedef struct DrainState
 	int64		failed;
 	int			claimed;		/* by the last batch */
 } DrainState;
+
+/*
+ * The size of the next NOTIFY batch of a topic, kept from round to round.
+ * A full batch doubles it; a short one that found messages (the heads of
+ * ordering keys, whose next messages must wait for them) shrinks it to
+ * what it found, and holds it there for a second, then two, four... up to
+ * PACE_HOLD_MAX_MS: the claim reads past every message it cannot take
+ * whenever it asks for more than it finds, which under one ordering key
+ * with a large backlog costs seconds, and a batch that asks for no more
+ * than it finds never does.  A batch that finds nothing resets it.
+ */
+typedef struct TopicPace
+{
+	char	   *topic;
+	char	   *subscription;	/* of the route; NULL: the default one */
+	int			size;			/* of its next batch */
+	TimestampTz grow_after;		/* no larger batch before */
+	int			hold_ms;		/* how long the last short batch held it */
+} TopicPace;
+
+/* the worker's paces (outbox_drain_pace.c) */
+extern TopicPace *DrainPacesFor(List *routes, int batch_size);
+extern void DrainPace(TopicPace *pace, int claimed, int batch_size);
 
 /* one batch of a route (outbox_drain_batch.c) */
 extern void DrainClaimRequest(DrainState *st, OutboxRoute *route, int size,

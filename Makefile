@@ -58,6 +58,7 @@ OBJS = \
 	src/outbox_subs_scan.o \
 	src/outbox_subs_sink.o \
 	src/outbox_stream.o \
+	src/outbox_stream_across.o \
 	src/outbox_uuid.o \
 	src/outbox_validate.o \
 	src/outbox_wakeup.o \

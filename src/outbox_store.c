@@ -233,6 +233,7 @@ obx_v(void)
 static int64
 obx_append_begin(text *topic, text *ordering_key)
 {
+	StreamNoteTopic(topic);		/* for claims across all topics, at commit */
 	KeyLockTake(topic, ordering_key);	/* until the row is in: KeyLockRelease */
 	GapBegin();					/* until the row is in: GapEnd */
 	return StreamNoteAppend();

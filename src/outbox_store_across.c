@@ -110,41 +110,109 @@ static SavedStatement stmt_claim_stream_any[2] = {
 	" SELECT t.topic FROM topics t WHERE t.topic IS NOT NULL"
 
 /*
+ * The topics whose claim positions may have work ($1) and those whose
+ * first deferred message (the first entry of message_deferred_idx) is due
+ * by $2, skipping through that index: one entry per topic with deferred
+ * messages.
+ */
+#define STREAM_DUE_TOPICS \
+	"WITH RECURSIVE d(topic, at) AS (" \
+	" (SELECT s.topic, s.available_at FROM outbox.message s" \
+	"  WHERE s.deferred AND s.dead_at IS NULL ORDER BY s.topic, s.available_at, s.id LIMIT 1)" \
+	" UNION ALL" \
+	" SELECT n.topic, n.available_at FROM d CROSS JOIN LATERAL (" \
+	"  SELECT s.topic, s.available_at FROM outbox.message s" \
+	"  WHERE s.deferred AND s.dead_at IS NULL AND s.topic OPERATOR(pg_catalog.>) d.topic" \
+	"  ORDER BY s.topic, s.available_at, s.id LIMIT 1) n)" \
+	" SELECT t.topic FROM (SELECT d.topic FROM d WHERE d.at OPERATOR(pg_catalog.<=) $2" \
+	"  UNION SELECT u.topic FROM pg_catalog.unnest($1::pg_catalog.text[]) u(topic)) t" \
+	" WHERE true"
+
+/*
  * Not the routed ones: a route's subscription is claimed only by its
  * deliveries, so a claim across all topics never takes its messages.
  */
-static SavedStatement stmt_stream_topics = {
-	STREAM_TOPICS
-	" AND NOT EXISTS (SELECT 1 FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) t.topic)",
-	SPI_OK_SELECT,
-	0, {InvalidOid}
-};
-
+#define NOT_ROUTED \
+	" AND NOT EXISTS (SELECT 1 FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) t.topic)"
 /* 1.5: the topics whose default subscription has no route */
-static SavedStatement stmt_stream_topics_v15 = {
-	STREAM_TOPICS
-	" AND NOT EXISTS (SELECT 1 FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) t.topic"
-	" AND r.subscription IS NULL)",
-	SPI_OK_SELECT,
-	0, {InvalidOid}
+#define NOT_ROUTED_V15 \
+	" AND NOT EXISTS (SELECT 1 FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) t.topic" \
+	" AND r.subscription IS NULL)"
+
+/* [1]: the tables of 1.5 */
+static SavedStatement stmt_stream_topics[2] = {
+	{STREAM_TOPICS NOT_ROUTED, SPI_OK_SELECT, 0, {InvalidOid}},
+	{STREAM_TOPICS NOT_ROUTED_V15, SPI_OK_SELECT, 0, {InvalidOid}}
+};
+static SavedStatement stmt_due_topics[2] = {
+	{STREAM_DUE_TOPICS NOT_ROUTED, SPI_OK_SELECT, 2, {TEXTARRAYOID, TIMESTAMPTZOID}},
+	{STREAM_DUE_TOPICS NOT_ROUTED_V15, SPI_OK_SELECT, 2, {TEXTARRAYOID, TIMESTAMPTZOID}}
 };
 
 static bool obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed);
+static uint64 obx_list_topics(TimestampTz now, bool *walk, Datum **names);
 
 /*
- * The topics that have messages and their claim states, moved forward
- * first, as the arguments of stmt_claim_stream_any in args: a text[] of
- * the topics ($1), bigint[]s of their positions ($7) and floors ($8), and
- * the two-dimensional arrays of their passed keys ($9, $10), allocated in
- * the SPI connection; *any_passed says whether a topic has passed keys.
- * False when there is no topic to claim.
+ * The topics a claim across all topics reads, into *names (their number
+ * returned): those whose claim positions may have work and those with
+ * deferred messages due, or (*walk) every topic that has messages when
+ * the positions do not tell (see outbox_stream_across.c).
+ */
+static uint64
+obx_list_topics(TimestampTz now, bool *walk, Datum **names)
+{
+	List	   *known;
+	uint64		n;
+	uint64		i;
+	int			v = StoreRoutesPerSubscription() ? 1 : 0;
+
+	*walk = !StreamAcrossTopics(now, &known);
+	if (*walk)
+		n = SpiExecute(&stmt_stream_topics[v], NULL, NULL, false, 0);
+	else
+	{
+		Datum		args[2];
+		Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(known), 1));
+		ListCell   *lc;
+		int			k = 0;
+
+		foreach(lc, known)
+			elems[k++] = PointerGetDatum(lfirst(lc));
+		args[0] = PointerGetDatum(construct_array(elems, k, TEXTOID, -1, false,
+												  TYPALIGN_INT));
+		args[1] = TimestampTzGetDatum(now);
+		n = SpiExecute(&stmt_due_topics[v], args, NULL, false, 0);
+	}
+	*names = palloc(sizeof(Datum) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		(*names)[i] = PointerGetDatum(DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
+																	   SPI_tuptable->tupdesc,
+																	   1, &isnull)));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return n;
+}
+
+/*
+ * The topics to claim and their claim states, moved forward first, as the
+ * arguments of stmt_claim_stream_any in args: a text[] of the topics
+ * ($1), bigint[]s of their positions ($7) and floors ($8), and the
+ * two-dimensional arrays of their passed keys ($9, $10), allocated in the
+ * SPI connection; *any_passed says whether a topic has passed keys.
+ * False when there is no topic to claim.  A walk of every topic marks the
+ * claim positions of topics whose default subscription is held, searches
+ * all others, and then lets the next claims visit only those with work,
+ * until a paused one's pause ends at the latest.
  */
 static bool
 obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 {
-	uint64		n = SpiExecute(StoreRoutesPerSubscription() ? &stmt_stream_topics_v15 :
-							   &stmt_stream_topics, NULL, NULL, false, 0);
-	SPITupleTable *tuptable = SPI_tuptable;
+	uint64		lost = StreamAcrossBegin();
+	TimestampTz until = StreamAcrossUntil(now);
+	bool		walk;
 	Datum	   *names;
 	Datum	   *pos;
 	Datum	   *flo;
@@ -154,42 +222,34 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 	bool		passed = false;
 	int			dims[2];
 	int			lbs[2] = {1, 1};
+	uint64		n = obx_list_topics(now, &walk, &names);
 	uint64		i;
 	uint64		kept;
 
-	if (n == 0)
-	{
-		SPI_freetuptable(tuptable);
-		return false;
-	}
-	names = palloc(sizeof(Datum) * n);
-	for (i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		names[i] = PointerGetDatum(DatumGetTextPCopy(SPI_getbinval(tuptable->vals[i],
-																	tuptable->tupdesc,
-																	1, &isnull)));
-	}
-	SPI_freetuptable(tuptable);
-
 	/* not the topics whose default subscription was dropped or is paused */
-	if (SubsDefaultDropped(NULL))
+	if (n > 0 && SubsDefaultDropped(NULL))
 	{
 		for (i = 0, kept = 0; i < n; i++)
-			if (!SubsDefaultHeld(DatumGetTextPP(names[i]), now, NULL))
-				names[kept++] = names[i];
+		{
+			TimestampTz held_until;
+
+			if (SubsDefaultHeld(DatumGetTextPP(names[i]), now, &held_until))
+			{
+				StreamMarkHeld(DatumGetTextPP(names[i]));
+				until = Min(until, held_until);
+				continue;
+			}
+			names[kept++] = names[i];
+		}
 		n = kept;
 	}
-	if (n == 0)
-		return false;
 
-	pos = palloc(sizeof(Datum) * n);
-	flo = palloc(sizeof(Datum) * n);
+	pos = palloc(sizeof(Datum) * Max(n, 1));
+	flo = palloc(sizeof(Datum) * Max(n, 1));
 	/* the padding of the rows: no ordering key is empty */
 	empty = CStringGetTextDatum("");
-	keys = palloc(sizeof(Datum) * n * STREAM_MAX_PASSED_KEYS);
-	froms = palloc(sizeof(Datum) * n * STREAM_MAX_PASSED_KEYS);
+	keys = palloc(sizeof(Datum) * Max(n, 1) * STREAM_MAX_PASSED_KEYS);
+	froms = palloc(sizeof(Datum) * Max(n, 1) * STREAM_MAX_PASSED_KEYS);
 	for (i = 0; i < n; i++)
 	{
 		StreamClaimState st;
@@ -213,6 +273,10 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 		}
 		passed |= st.nkeys > 0;
 	}
+	if (walk)
+		StreamAcrossComplete(lost, until);
+	if (n == 0)
+		return false;
 
 	args[0] = PointerGetDatum(construct_array(names, (int) n, TEXTOID,
 											  -1, false, TYPALIGN_INT));

@@ -407,6 +407,7 @@ obx_search(text *topic, StreamClaimState *st, int64 horizon, TimestampTz now)
 		st->moved = now;
 	}
 	st->searched = now;
+	st->reached = next >= horizon;
 }
 
 /*

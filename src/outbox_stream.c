@@ -36,9 +36,11 @@
  * appends run it breaks the order of positions anyway.
  *
  * Positions live in shared memory, one per (database, table, topic), at
- * most STREAM_MAX_POSITIONS of them; the least recently used one makes
- * room for a new one.  A topic without one is read from its first message,
- * which finds the position again.  After a restart all start that way.
+ * most STREAM_MAX_POSITIONS of them; the least recently used one that a
+ * claim across all topics need not visit makes room for a new one
+ * (outbox_stream_across.c), else the least recently used one.  A topic
+ * without one is read from its first message, which finds the position
+ * again.  After a restart all start that way.
  *
  * Glossary:
  *	position	a value of outbox.message.seq
@@ -69,37 +71,10 @@
 
 #include "outbox.h"
 #include "outbox_stream.h"
+#include "outbox_stream_int.h"
 
 #define STREAM_SHMEM_NAME		"krizaka_outbox stream"
 #define STREAM_HASH_NAME		"krizaka_outbox stream positions"
-#define STREAM_MAX_POSITIONS	1024
-
-/*
- * The longest topic: OUTBOX_NAME_MAX_CHARS characters (CheckName) of at
- * most MAX_MULTIBYTE_CHAR_LEN bytes each, 800 bytes.  The key holds its
- * bytes without a terminator (the rest is zeros, and a topic contains no
- * zero byte), so a topic of exactly this length keeps a position too.
- */
-#define STREAM_TOPIC_BYTES		(OUTBOX_NAME_MAX_CHARS * MAX_MULTIBYTE_CHAR_LEN)
-
-typedef struct StreamKey
-{
-	Oid			dboid;
-	Oid			relid;			/* outbox.message of that database */
-	char		topic[STREAM_TOPIC_BYTES];
-} StreamKey;
-
-typedef struct StreamPosition
-{
-	StreamKey	key;
-	TimestampTz used;
-	StreamClaimState state;
-} StreamPosition;
-
-typedef struct StreamShared
-{
-	LWLock	   *position_lock;	/* the positions' hash */
-} StreamShared;
 
 /* outbox.message, its sequence and its key index, by name and as last found */
 #define STREAM_REL_MESSAGE	0
@@ -111,8 +86,8 @@ static const char *const stream_rel_names[STREAM_NRELS] = {
 };
 static Oid	stream_rels[STREAM_NRELS];
 
-static StreamShared *stream_shared = NULL;
-static HTAB *stream_positions = NULL;
+StreamShared *stream_shared = NULL;
+HTAB	   *stream_positions = NULL;
 static bool stream_first_taken = false;	/* this transaction took its first */
 static int64 stream_last = 0;	/* the last position this backend took */
 
@@ -126,8 +101,6 @@ static void obx_forget_relation(Datum arg, Oid relid);
 static void obx_forget_relations(Datum arg, int cacheid, uint32 hashvalue);
 static Oid	obx_known_relation(int which);
 static Oid	obx_relation(int which, const char *kind);
-static bool obx_key(StreamKey *key, text *topic);
-static void obx_make_room(void);
 
 /* Install the shared memory hooks and the transaction callback. */
 void
@@ -138,6 +111,7 @@ OutboxStreamInit(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = obx_stream_startup;
 	RegisterXactCallback(obx_stream_xact, NULL);
+	StreamAcrossInit();
 }
 
 /* Reserve the positions' hash and its lock. */
@@ -170,7 +144,9 @@ obx_stream_startup(void)
 	{
 		LWLockPadded *locks = GetNamedLWLockTranche(STREAM_SHMEM_NAME);
 
+		memset(stream_shared, 0, sizeof(StreamShared));
 		stream_shared->position_lock = &locks[0].lock;
+		pg_atomic_init_u32(&stream_shared->across_used, 0);
 	}
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(StreamKey);
@@ -352,8 +328,8 @@ StreamFloor(void)
  * anew, by DROP and CREATE EXTENSION, has other positions); false when the
  * topic is longer than CheckName allows (never one it let through).
  */
-static bool
-obx_key(StreamKey *key, text *topic)
+bool
+StreamKeyOf(StreamKey *key, text *topic)
 {
 	int			len = VARSIZE_ANY_EXHDR(topic);
 
@@ -379,12 +355,15 @@ StreamPositionGet(text *topic, StreamClaimState *state)
 	memset(state, 0, sizeof(StreamClaimState));
 	state->searched = DT_NOBEGIN;
 	state->moved = DT_NOBEGIN;
-	if (!StreamAvailable() || !obx_key(&key, topic))
+	if (!StreamAvailable() || !StreamKeyOf(&key, topic))
 		return;
 	LWLockAcquire(stream_shared->position_lock, LW_SHARED);
 	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
 	if (p)
+	{
 		*state = p->state;
+		state->notes_seen = pg_atomic_read_u64(&p->notes);
+	}
 	LWLockRelease(stream_shared->position_lock);
 }
 
@@ -403,7 +382,7 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 	bool		found;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (!StreamAvailable() || !obx_key(&key, topic))
+	if (!StreamAvailable() || !StreamKeyOf(&key, topic))
 		return;
 	LWLockAcquire(stream_shared->position_lock, LW_EXCLUSIVE);
 	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
@@ -416,7 +395,7 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 			return;
 		}
 		if (hash_get_num_entries(stream_positions) >= STREAM_MAX_POSITIONS)
-			obx_make_room();
+			StreamMakeRoom();
 		p = hash_search(stream_positions, &key, HASH_ENTER_NULL, &found);
 		if (!p)
 		{
@@ -425,6 +404,7 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 		}
 		memset(&p->state, 0, sizeof(StreamClaimState));
 		p->state.moved = now;
+		pg_atomic_init_u64(&p->notes, 0);
 	}
 	else if (p->state.version != state->version)
 	{
@@ -432,7 +412,10 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 		return;
 	}
 	p->used = now;
+	p->held = false;
 	p->state.searched = now;
+	p->state.reached = state->reached;
+	p->state.notes_seen = state->notes_seen;
 	p->state.key_refused = state->key_refused;
 	p->state.key_tried = state->key_tried;
 	if (state->position != p->state.position ||
@@ -455,21 +438,69 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 	LWLockRelease(stream_shared->position_lock);
 }
 
-/* Remove the least recently used position; the lock is held exclusively. */
-static void
-obx_make_room(void)
+/*
+ * Remove a position to make room for another: one that a claim across all
+ * topics need not visit, the least recently used of those when one look
+ * at all positions found them (STREAM_VICTIMS of them are kept for the
+ * next calls, each checked again when its turn comes); else the least
+ * recently used one, and then those claims walk every topic again
+ * (StreamShared.lost).  The lock is held exclusively.
+ */
+void
+StreamMakeRoom(void)
 {
 	HASH_SEQ_STATUS status;
 	StreamPosition *p;
 	StreamPosition *oldest = NULL;
 	StreamKey	key;
 
+	while (stream_shared->nvictims > 0)
+	{
+		p = stream_shared->victims[--stream_shared->nvictims];
+		/* still a position (of the same key or another), still idle */
+		if (hash_search(stream_positions, &p->key, HASH_FIND, NULL) == p &&
+			StreamPositionIdle(p))
+		{
+			key = p->key;
+			(void) hash_search(stream_positions, &key, HASH_REMOVE, NULL);
+			return;
+		}
+	}
+
 	hash_seq_init(&status, stream_positions);
 	while ((p = hash_seq_search(&status)) != NULL)
+	{
+		int			n = stream_shared->nvictims;
+		int			i;
+
 		if (oldest == NULL || p->used < oldest->used)
 			oldest = p;
-	if (oldest == NULL)
+		if (!StreamPositionIdle(p) ||
+			(n == STREAM_VICTIMS && p->used >= stream_shared->victims[0]->used))
+			continue;
+		/* kept newest first: victims[0] is the most recently used */
+		if (n == STREAM_VICTIMS)
+		{
+			memmove(&stream_shared->victims[0], &stream_shared->victims[1],
+					sizeof(StreamPosition *) * (n - 1));
+			n--;
+		}
+		for (i = n; i > 0 && stream_shared->victims[i - 1]->used < p->used; i--)
+			stream_shared->victims[i] = stream_shared->victims[i - 1];
+		stream_shared->victims[i] = p;
+		stream_shared->nvictims = n + 1;
+	}
+	if (stream_shared->nvictims > 0)
+		p = stream_shared->victims[--stream_shared->nvictims];
+	else
+	{
+		p = oldest;
+		if (p != NULL)
+			stream_shared->lost++;
+		stream_shared->none_idle = GetCurrentTimestamp();
+	}
+	if (p == NULL)
 		return;
-	key = oldest->key;
+	key = p->key;
 	(void) hash_search(stream_positions, &key, HASH_REMOVE, NULL);
 }

@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "nodes/pg_list.h"
 
 /* install the shared memory and transaction hooks; only when preloaded */
 extern void OutboxStreamInit(void);
@@ -76,6 +77,8 @@ typedef struct StreamClaimState
 	TimestampTz searched;		/* when a claim last searched how far it may move */
 	TimestampTz moved;			/* when it last moved */
 	uint32		version;		/* changes with each change of the above */
+	bool		reached;		/* the last search passed all below its horizon */
+	uint64		notes_seen;		/* the topic's appends noted when it began */
 } StreamClaimState;
 
 /*
@@ -96,5 +99,18 @@ StreamStateFloor(const StreamClaimState *state)
 
 extern void StreamPositionGet(text *topic, StreamClaimState *state);
 extern void StreamPositionSet(text *topic, const StreamClaimState *state);
+
+/*
+ * The topics a claim across all topics visits (outbox_stream_across.c):
+ * the appends of this transaction noted at its commit, and the topics
+ * whose claim state says they may have fresh messages to claim.
+ */
+extern void StreamNoteTopic(text *topic);
+extern void StreamAcrossForget(void);
+extern bool StreamAcrossTopics(TimestampTz now, List **topics);
+extern uint64 StreamAcrossBegin(void);
+extern void StreamAcrossComplete(uint64 lost, TimestampTz until);
+extern TimestampTz StreamAcrossUntil(TimestampTz now);
+extern void StreamMarkHeld(text *topic);
 
 #endif							/* OUTBOX_STREAM_H */

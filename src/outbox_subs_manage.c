@@ -434,6 +434,7 @@ obx_dropped_changed(void)
 
 	if (OidIsValid(relid))
 		CacheInvalidateRelcacheByRelid(relid);
+	StreamAcrossForget();
 }
 
 /*

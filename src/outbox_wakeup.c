@@ -64,6 +64,7 @@
 #include "outbox.h"
 #include "outbox_compat.h"
 #include "outbox_shmem.h"
+#include "outbox_stream.h"
 #include "outbox_worker.h"
 
 /* How long DROP DATABASE and friends wait for a worker to leave */
@@ -141,6 +142,8 @@ RoutesChangedAtCommit(void)
 {
 	if (outbox_preloaded)
 	{
+		/* a topic unrouted is claimed across all topics again */
+		StreamAcrossForget();
 		routes_changed_pending = true;
 		wake_worker_pending = true;
 	}
@@ -400,7 +403,10 @@ obx_process_utility(PlannedStmt *pstmt, const char *queryString,
 		case T_TransactionStmt:
 			if (((TransactionStmt *) parsetree)->kind ==
 				TRANS_STMT_COMMIT_PREPARED)
+			{
 				wake_worker_pending = true;
+				StreamAcrossForget();	/* its topics are not known here */
+			}
 			break;
 
 		case T_CreatedbStmt:

@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(236);
+SELECT plan(237);
 
 -- the extension: version 1.5, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
@@ -158,8 +158,8 @@ SELECT indexes_are('outbox', 'message', ARRAY['message_pkey', 'message_dead_idx'
                                               'message_stream_idx', 'message_deferred_idx', 'message_key_idx',
                                               'message_key_deferred_idx'],
                    'outbox.message has exactly its six indexes');
-SELECT indexes_are('outbox', 'processed', ARRAY['processed_pkey'],
-                   'outbox.processed has exactly its primary key index');
+SELECT indexes_are('outbox', 'processed', ARRAY['processed_pkey', 'processed_at_idx'],
+                   'outbox.processed has exactly its primary key index and the one purge reads');
 SELECT is(pg_get_indexdef('outbox.message_pkey'::regclass),
           'CREATE UNIQUE INDEX message_pkey ON outbox.message USING btree (id)',
           'message_pkey definition');
@@ -186,6 +186,9 @@ SELECT is_empty(
 SELECT is(pg_get_indexdef('outbox.processed_pkey'::regclass),
           'CREATE UNIQUE INDEX processed_pkey ON outbox.processed USING btree (consumer, message_id)',
           'processed_pkey definition');
+SELECT is(pg_get_indexdef('outbox.processed_at_idx'::regclass),
+          'CREATE INDEX processed_at_idx ON outbox.processed USING brin (processed_at)',
+          'processed_at_idx: the markers by insert time, for purge');
 
 --
 -- outbox.routes: one route per topic, to a NOTIFY channel or to a command

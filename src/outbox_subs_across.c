@@ -30,7 +30,10 @@
 
 /*
  * $1 name, $2 now: the subscriptions of that name with work, by sub_id.
- * The table of subscriptions is small and has no index on the name alone.
+ * The table of subscriptions is small and has no index on the name alone:
+ * bitmap scans are allowed (a scan of its index by topic and name), but
+ * no sequential scan, which the planner took for the state rows when it
+ * planned on empty tables, and every claim would then read them all.
  */
 #define SUBS_WITH_WORK(routed) \
 	"SELECT s.sub_id, s.topic FROM outbox.subscription s" \
@@ -51,17 +54,17 @@
 	"    WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)))" \
 	" ORDER BY s.sub_id"
 
-static SavedStatement stmt_with_work = {
+SAVED_STATEMENT(stmt_with_work) = {
 	SUBS_WITH_WORK(""),
-	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_ANY
+	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP
 };
 
 /* 1.5: not those a route delivers */
-static SavedStatement stmt_with_work_v15 = {
+SAVED_STATEMENT(stmt_with_work_v15) = {
 	SUBS_WITH_WORK(" AND NOT EXISTS (SELECT 1 FROM outbox.routes r"
 				   "  WHERE r.topic OPERATOR(pg_catalog.=) s.topic"
 				   "  AND r.subscription OPERATOR(pg_catalog.=) s.name)"),
-	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_ANY
+	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP
 };
 
 /* the subscription this backend's last claim across topics served */

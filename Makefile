@@ -42,6 +42,7 @@ OBJS = \
 	src/outbox_shmem.o \
 	src/outbox_shmem_backend.o \
 	src/outbox_spi.o \
+	src/outbox_spi_check.o \
 	src/outbox_store.o \
 	src/outbox_store_append.o \
 	src/outbox_store_across.o \

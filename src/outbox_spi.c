@@ -313,3 +313,27 @@ SpiRunFirstRow(SavedStatement *stmt, Datum *args, const char *nulls,
 	SpiFinish();
 	return found;
 }
+
+/*
+ * The generic plan of stmt, prepared anew (not kept) and planned under its
+ * planner settings and the pinned search path, as its runs are: for the
+ * checks of outbox_spi_check.c.  Needs an SPI connection; the caller
+ * releases the plan with ReleaseCachedPlan(plan, NULL).
+ */
+CachedPlan *
+SpiCheckPlan(SavedStatement *stmt)
+{
+	int			pinned = IdentityPinSearchPath();
+	int			nestlevel = obx_settings_begin(stmt->scans);
+	SPIPlanPtr	plan;
+	CachedPlan *cplan;
+
+	plan = SPI_prepare_cursor(stmt->sql, stmt->nargs, stmt->argtypes,
+							  CURSOR_OPT_GENERIC_PLAN);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	cplan = SPI_plan_get_cached_plan(plan);
+	obx_settings_end(nestlevel);
+	IdentityUnpinSearchPath(pinned);
+	return cplan;
+}

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "utils/plancache.h"
 
 #define SAVED_STATEMENT_MAX_ARGS	12
 
@@ -43,6 +44,45 @@ typedef struct SavedStatement
 	SavedStatementScans scans;
 	SPIPlanPtr	plan;			/* NULL until first used */
 } SavedStatement;
+
+/*
+ * Every saved statement is declared with SAVED_STATEMENT(name) = {...} or
+ * SAVED_STATEMENTS(name, n) = {...} (an array of n), which also lists it
+ * in the section obx_saved_statements of the library: the regression
+ * tests prepare and plan each one (obx_saved_statements(), in
+ * outbox_spi_check.c).  Where the compiler cannot name a section, the
+ * list is empty and that function says so.
+ */
+typedef struct SavedStatementEntry
+{
+	SavedStatement *stmts;
+	int			count;
+	const char *name;
+} SavedStatementEntry;
+
+#if defined(__ELF__) && defined(__GNUC__)
+#define SAVED_STATEMENT_LISTED 1
+#define SAVED_STATEMENT_ENTRY(name, first, n) \
+	static const SavedStatementEntry name##_entry \
+	__attribute__((section("obx_saved_statements"), used, aligned(8))) = \
+	{first, n, __FILE__ ":" #name}
+#else
+#define SAVED_STATEMENT_LISTED 0
+#define SAVED_STATEMENT_ENTRY(name, first, n) \
+	extern int	name##_entry
+#endif
+
+#define SAVED_STATEMENT(name) \
+	static SavedStatement name; \
+	SAVED_STATEMENT_ENTRY(name, &name, 1); \
+	static SavedStatement name
+#define SAVED_STATEMENTS(name, n) \
+	static SavedStatement name[n]; \
+	SAVED_STATEMENT_ENTRY(name, name, n); \
+	static SavedStatement name[n]
+
+/* a statement prepared and planned as its runs are, for the checks */
+extern CachedPlan *SpiCheckPlan(SavedStatement *stmt);
 
 /* one statement in a connection of its own */
 extern uint64 SpiRun(SavedStatement *stmt, Datum *args, const char *nulls);

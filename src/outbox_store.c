@@ -69,14 +69,14 @@
 #define APPEND_NEW(v, p) { \
 	APPEND_INSERT(v) "VALUES ($1, $2, $3, $4, $5, $6" p ")", \
 	SPI_OK_INSERT, APPEND_ARGTYPES, OBX_SCANS_ANY }
-static SavedStatement stmt_append_new[2] = {
+SAVED_STATEMENTS(stmt_append_new, 2) = {
 	APPEND_NEW("", ""), APPEND_NEW(APPEND_COLUMNS_12, APPEND_VALUES_12)
 };
 
 #define APPEND_ID(v, p) { \
 	APPEND_INSERT(v) "VALUES ($1, $2, $3, $4, $5, $6" p ") ON CONFLICT (id) DO NOTHING", \
 	SPI_OK_INSERT, APPEND_ARGTYPES, OBX_SCANS_ANY }
-static SavedStatement stmt_append[2] = {
+SAVED_STATEMENTS(stmt_append, 2) = {
 	APPEND_ID("", ""), APPEND_ID(APPEND_COLUMNS_12, APPEND_VALUES_12)
 };
 
@@ -90,7 +90,7 @@ static SavedStatement stmt_append[2] = {
 	"FROM outbox.message WHERE id OPERATOR(pg_catalog.=) $1", \
 	SPI_OK_SELECT, \
 	4, {UUIDOID, TEXTOID, TEXTOID, JSONBOID} }
-static SavedStatement stmt_append_same[2] = {
+SAVED_STATEMENTS(stmt_append_same, 2) = {
 	APPEND_SAME("NULL::pg_catalog.text"), APPEND_SAME("ordering_key")
 };
 
@@ -100,7 +100,7 @@ static SavedStatement stmt_append_same[2] = {
 	"ORDER BY u.n", \
 	SPI_OK_INSERT, \
 	7, {UUIDARRAYOID, TEXTOID, TEXTOID, JSONBARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID} }
-static SavedStatement stmt_append_batch[2] = {
+SAVED_STATEMENTS(stmt_append_batch, 2) = {
 	APPEND_BATCH("", ""), APPEND_BATCH(", deferred, ordering_key", ", false, $7")
 };
 
@@ -119,15 +119,15 @@ static SavedStatement stmt_append_batch[2] = {
 	"WHERE id OPERATOR(pg_catalog.=) " which " AND " LEASE_HELD_BY_OWNER, \
 	SPI_OK_UPDATE, \
 	3, {type, TEXTOID, TIMESTAMPTZOID} }
-static SavedStatement stmt_complete[2] = {
+SAVED_STATEMENTS(stmt_complete, 2) = {
 	COMPLETE("", "$1", UUIDOID), COMPLETE(", deferred = false", "$1", UUIDOID)
 };
-static SavedStatement stmt_complete_many[2] = {
+SAVED_STATEMENTS(stmt_complete_many, 2) = {
 	COMPLETE("", "ANY ($1)", UUIDARRAYOID),
 	COMPLETE(", deferred = false", "ANY ($1)", UUIDARRAYOID)
 };
 
-static SavedStatement stmt_fail_lock = {
+SAVED_STATEMENT(stmt_fail_lock) = {
 	"SELECT attempts FROM outbox.message "
 	"WHERE id OPERATOR(pg_catalog.=) $1 AND " LEASE_HELD_BY_OWNER " FOR UPDATE",
 	SPI_OK_SELECT,
@@ -141,11 +141,11 @@ static SavedStatement stmt_fail_lock = {
 	"WHERE id OPERATOR(pg_catalog.=) $1", \
 	SPI_OK_UPDATE, \
 	4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID} }
-static SavedStatement stmt_fail_update[2] = {
+SAVED_STATEMENTS(stmt_fail_update, 2) = {
 	FAIL_UPDATE(""), FAIL_UPDATE(", deferred = true")
 };
 
-static SavedStatement stmt_extend = {
+SAVED_STATEMENT(stmt_extend) = {
 	"UPDATE outbox.message SET leased_until = $3 "
 	"WHERE id OPERATOR(pg_catalog.=) $1 AND " LEASE_HELD_BY_OWNER,
 	SPI_OK_UPDATE,
@@ -153,7 +153,7 @@ static SavedStatement stmt_extend = {
 };
 
 /* Give back leases not used: the attempt did not happen */
-static SavedStatement stmt_release = {
+SAVED_STATEMENT(stmt_release) = {
 	"UPDATE outbox.message SET leased_until = NULL,"
 	" attempts = pg_catalog.int4larger(attempts OPERATOR(pg_catalog.-) 1, 0) "
 	"WHERE id OPERATOR(pg_catalog.=) ANY ($1) AND " LEASE_HELD_BY_OWNER,
@@ -172,7 +172,7 @@ static SavedStatement stmt_release = {
 	" AND delivered_at IS NOT NULL", \
 	SPI_OK_UPDATE, \
 	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID} }
-static SavedStatement stmt_undeliver[2] = {
+SAVED_STATEMENTS(stmt_undeliver, 2) = {
 	UNDELIVER(""), UNDELIVER(", deferred = true")
 };
 
@@ -183,14 +183,14 @@ static SavedStatement stmt_undeliver[2] = {
 	"WHERE " which " OPERATOR(pg_catalog.=) $1 AND dead_at IS NOT NULL AND delivered_at IS NULL", \
 	SPI_OK_UPDATE, \
 	2, {type, TIMESTAMPTZOID} }
-static SavedStatement stmt_retry_dead[2] = {
+SAVED_STATEMENTS(stmt_retry_dead, 2) = {
 	RETRY_DEAD("", "id", UUIDOID), RETRY_DEAD(", deferred = true", "id", UUIDOID)
 };
-static SavedStatement stmt_retry_dead_topic[2] = {
+SAVED_STATEMENTS(stmt_retry_dead_topic, 2) = {
 	RETRY_DEAD("", "topic", TEXTOID), RETRY_DEAD(", deferred = true", "topic", TEXTOID)
 };
 
-static SavedStatement stmt_consume_once = {
+SAVED_STATEMENT(stmt_consume_once) = {
 	"INSERT INTO outbox.processed (consumer, message_id, processed_at) "
 	"VALUES ($1, $2, $3) ON CONFLICT (consumer, message_id) DO NOTHING",
 	SPI_OK_INSERT,
@@ -198,7 +198,7 @@ static SavedStatement stmt_consume_once = {
 	OBX_SCANS_ANY
 };
 
-static SavedStatement stmt_envelope_by_id = {
+SAVED_STATEMENT(stmt_envelope_by_id) = {
 	"SELECT id, event_type, created_at, payload FROM outbox.message "
 	"WHERE id OPERATOR(pg_catalog.=) $1",
 	SPI_OK_SELECT,

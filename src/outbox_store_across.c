@@ -89,7 +89,7 @@
 		 INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID} }
 
 /* [1]: when a topic has passed keys (as in outbox_store_claim.c) */
-static SavedStatement stmt_claim_stream_any[2] = {
+SAVED_STATEMENTS(stmt_claim_stream_any, 2) = {
 	CLAIM_ACROSS(""), CLAIM_ACROSS(ACROSS_PASSED_PART)
 };
 
@@ -140,11 +140,11 @@ static SavedStatement stmt_claim_stream_any[2] = {
 	" AND r.subscription IS NULL)"
 
 /* [1]: the tables of 1.5 */
-static SavedStatement stmt_stream_topics[2] = {
+SAVED_STATEMENTS(stmt_stream_topics, 2) = {
 	{STREAM_TOPICS NOT_ROUTED, SPI_OK_SELECT, 0, {InvalidOid}},
 	{STREAM_TOPICS NOT_ROUTED_V15, SPI_OK_SELECT, 0, {InvalidOid}}
 };
-static SavedStatement stmt_due_topics[2] = {
+SAVED_STATEMENTS(stmt_due_topics, 2) = {
 	{STREAM_DUE_TOPICS NOT_ROUTED, SPI_OK_SELECT, 2, {TEXTARRAYOID, TIMESTAMPTZOID}},
 	{STREAM_DUE_TOPICS NOT_ROUTED_V15, SPI_OK_SELECT, 2, {TEXTARRAYOID, TIMESTAMPTZOID}}
 };

@@ -61,13 +61,13 @@
 	" AND c.attempts OPERATOR(pg_catalog.>=) $3" \
 	" AND c.delivered_at IS NULL AND c.dead_at IS NULL"
 
-static SavedStatement stmt_dead_mark_topic = {
+SAVED_STATEMENT(stmt_dead_mark_topic) = {
 	DEAD_MARK_SET " AND c.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED))",
 	SPI_OK_UPDATE,
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
-static SavedStatement stmt_dead_mark_any = {
+SAVED_STATEMENT(stmt_dead_mark_any) = {
 	DEAD_MARK_SET " FOR UPDATE SKIP LOCKED))",
 	SPI_OK_UPDATE,
 	3, {TEXTOID, TIMESTAMPTZOID, INT4OID}
@@ -104,7 +104,7 @@ static SavedStatement stmt_dead_mark_any = {
 	"  AND c.delivered_at IS NULL AND c.dead_at IS NULL ORDER BY c.topic LIMIT 1)" \
 	" FROM topics t WHERE t.topic IS NOT NULL)"
 
-static SavedStatement stmt_claim_topic = {
+SAVED_STATEMENT(stmt_claim_topic) = {
 	"WITH " CLAIM_UPDATE
 	" SELECT c.id FROM outbox.message c"
 	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND " CLAIM_DUE("c")
@@ -113,7 +113,7 @@ static SavedStatement stmt_claim_topic = {
 	CLAIM_ARGTYPES
 };
 
-static SavedStatement stmt_claim_any = {
+SAVED_STATEMENT(stmt_claim_any) = {
 	"WITH RECURSIVE " CLAIM_TOPICS ", " CLAIM_UPDATE
 	" SELECT c.id FROM outbox.message c"
 	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
@@ -137,7 +137,7 @@ static SavedStatement stmt_claim_any = {
  *
  * $1 topic, $2 now, $3 batch size, $4 owner, $5 max attempts
  */
-static SavedStatement stmt_claim_delivered = {
+SAVED_STATEMENT(stmt_claim_delivered) = {
 	"WITH claimed AS (UPDATE outbox.message m SET"
 	" attempts = m.attempts OPERATOR(pg_catalog.+) 1, lease_owner = $4,"
 	" leased_until = NULL, delivered_at = $2, last_error = NULL "
@@ -272,7 +272,7 @@ static SavedStatement stmt_claim_delivered = {
 	SPI_OK_SELECT, \
 	CLAIM_STREAM_ARGTYPES }
 
-static SavedStatement stmt_claim_stream[2] = {
+SAVED_STATEMENTS(stmt_claim_stream, 2) = {
 	CLAIM_STREAM(""), CLAIM_STREAM(CLAIM_PASSED_PART)
 };
 
@@ -299,7 +299,7 @@ static SavedStatement stmt_claim_stream[2] = {
 	SPI_OK_SELECT, \
 	CLAIM_STREAM_ARGTYPES }
 
-static SavedStatement stmt_claim_stream_delivered[2] = {
+SAVED_STATEMENTS(stmt_claim_stream_delivered, 2) = {
 	CLAIM_STREAM_DELIVERED(""), CLAIM_STREAM_DELIVERED(CLAIM_PASSED_PART)
 };
 

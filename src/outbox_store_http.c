@@ -34,7 +34,7 @@
 	"ON CONFLICT (" key ") DO UPDATE SET secret = excluded.secret," \
 	" previous_secret = NULL, previous_until = NULL, headers = excluded.headers"
 
-static SavedStatement stmt_secrets_set[2] = {
+SAVED_STATEMENTS(stmt_secrets_set, 2) = {
 	{SECRETS_SET("topic", "$1, $3, $4", "topic"), SPI_OK_INSERT,
 	 4, {TEXTOID, TEXTOID, TEXTOID, JSONBOID}, OBX_SCANS_ANY},
 	{SECRETS_SET("topic, subscription", "$1, $2, $3, $4", "topic, subscription"), SPI_OK_INSERT,
@@ -45,7 +45,7 @@ static SavedStatement stmt_secrets_set[2] = {
 #define OF_ROUTE_V13 "topic OPERATOR(pg_catalog.=) $1"
 #define OF_ROUTE_V15 "topic OPERATOR(pg_catalog.=) $1 AND subscription IS NOT DISTINCT FROM $2"
 
-static SavedStatement stmt_secrets_drop[2] = {
+SAVED_STATEMENTS(stmt_secrets_drop, 2) = {
 	{"DELETE FROM outbox.route_secrets WHERE " OF_ROUTE_V13 " AND $2 IS NULL",
 	 SPI_OK_DELETE, 2, {TEXTOID, TEXTOID}},
 	{"DELETE FROM outbox.route_secrets WHERE " OF_ROUTE_V15,
@@ -57,7 +57,7 @@ static SavedStatement stmt_secrets_drop[2] = {
 	"UPDATE outbox.routes SET secret_fingerprint = $3 " \
 	"WHERE " of " AND target OPERATOR(pg_catalog.=) 'http'"
 
-static SavedStatement stmt_rotate_route[2] = {
+SAVED_STATEMENTS(stmt_rotate_route, 2) = {
 	{ROTATE_ROUTE(OF_ROUTE_V13 " AND $2 IS NULL"), SPI_OK_UPDATE, 3, {TEXTOID, TEXTOID, TEXTOID}},
 	{ROTATE_ROUTE(OF_ROUTE_V15), SPI_OK_UPDATE, 3, {TEXTOID, TEXTOID, TEXTOID}}
 };
@@ -69,7 +69,7 @@ static SavedStatement stmt_rotate_route[2] = {
 	" previous_secret = outbox.route_secrets.secret," \
 	" previous_until = CASE WHEN outbox.route_secrets.secret IS NULL THEN NULL ELSE $4 END"
 
-static SavedStatement stmt_rotate_secret[2] = {
+SAVED_STATEMENTS(stmt_rotate_secret, 2) = {
 	{ROTATE_SECRET("topic", "$1, $3", "topic"), SPI_OK_INSERT,
 	 4, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_ANY},
 	{ROTATE_SECRET("topic, subscription", "$1, $2, $3", "topic, subscription"), SPI_OK_INSERT,
@@ -82,7 +82,7 @@ static SavedStatement stmt_rotate_secret[2] = {
 	"  FROM pg_catalog.jsonb_each_text(s.headers) h ORDER BY h.key) " \
 	"FROM outbox.route_secrets s WHERE " of
 
-static SavedStatement stmt_secrets_get[2] = {
+SAVED_STATEMENTS(stmt_secrets_get, 2) = {
 	{SECRETS_GET(OF_ROUTE_V13 " AND $2 IS NULL"), SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}},
 	{SECRETS_GET(OF_ROUTE_V15), SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}}
 };
@@ -103,7 +103,7 @@ static SavedStatement stmt_secrets_get[2] = {
 	11, {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, FLOAT8OID, INT4OID, \
 		 FLOAT8OID, TIMESTAMPTZOID}
 
-static SavedStatement stmt_count[2] = {
+SAVED_STATEMENTS(stmt_count, 2) = {
 	{COUNT("topic", "$1", "topic"), SPI_OK_INSERT, COUNT_ARGTYPES, OBX_SCANS_ANY},
 	{COUNT("topic, subscription", "$1, $2", "topic, subscription"), SPI_OK_INSERT,
 	 COUNT_ARGTYPES, OBX_SCANS_ANY}

@@ -112,7 +112,7 @@ static Oid	local_relid = InvalidOid;	/* the outbox.message they are of */
  * and leased beyond $3: deferred, its lease left as it is.  Skipped when
  * another transaction holds it (its owner completing it, say).
  */
-static SavedStatement stmt_defer_leased = {
+SAVED_STATEMENT(stmt_defer_leased) = {
 	"UPDATE outbox.message m SET deferred = true"
 	" WHERE m.ctid OPERATOR(pg_catalog.=) (SELECT c.ctid FROM outbox.message c"
 	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.=) $2"
@@ -128,7 +128,7 @@ static SavedStatement stmt_defer_leased = {
  * finished: deferred, found from now on by their available_at.  Skipped
  * when another transaction holds one (the next search tries again).
  */
-static SavedStatement stmt_defer_holes = {
+SAVED_STATEMENT(stmt_defer_holes) = {
 	"UPDATE outbox.message m SET deferred = true"
 	" WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.ctid FROM outbox.message c"
 	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.=) ANY ($2)"
@@ -142,7 +142,7 @@ static SavedStatement stmt_defer_holes = {
  * The first message of ordering key $2 in topic $1 that is pending and
  * fresh, from position $3 and below position $4.
  */
-static SavedStatement stmt_passed_key_from = {
+SAVED_STATEMENT(stmt_passed_key_from) = {
 	"SELECT c.seq FROM outbox.message c"
 	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.ordering_key OPERATOR(pg_catalog.=) $2"
 	" AND c.ordering_key IS NOT NULL"
@@ -165,7 +165,7 @@ static SavedStatement stmt_passed_key_from = {
  */
 #define STREAM_NEXT_DUE_WINDOW "1000"
 
-static SavedStatement stmt_next_due_stream = {
+SAVED_STATEMENT(stmt_next_due_stream) = {
 	"SELECT LEAST("
 	" (SELECT pg_catalog.min(GREATEST(available_at, leased_until))"
 	"  FROM outbox.message"
@@ -187,7 +187,7 @@ static SavedStatement stmt_next_due_stream = {
  * the future (first entry after now in the due index), or the end of the
  * earliest valid lease (a short range: leased messages are due ones).
  */
-static SavedStatement stmt_next_due = {
+SAVED_STATEMENT(stmt_next_due) = {
 	"SELECT LEAST("
 	" (SELECT pg_catalog.min(available_at) FROM outbox.message"
 	"  WHERE topic OPERATOR(pg_catalog.=) $1 AND delivered_at IS NULL AND dead_at IS NULL"

@@ -39,25 +39,25 @@
 #define PURGE_FINISHED(h) \
 	"(delivered_at OPERATOR(pg_catalog.<) " h " OR dead_at OPERATOR(pg_catalog.<) " h ")"
 
-static SavedStatement stmt_purge_scan = {
+SAVED_STATEMENT(stmt_purge_scan) = {
 	"SELECT ctid FROM outbox.message WHERE " PURGE_FINISHED("$1"),
 	SPI_OK_SELECT, 1, {TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP
 };
 
 /* The topics of the tables of 1.2, one after the other */
-static SavedStatement stmt_purge_first_topic = {
+SAVED_STATEMENT(stmt_purge_first_topic) = {
 	"SELECT topic FROM outbox.message ORDER BY topic LIMIT 1",
 	SPI_OK_SELECT, 0, {InvalidOid}, OBX_SCANS_INDEX
 };
 
-static SavedStatement stmt_purge_next_topic = {
+SAVED_STATEMENT(stmt_purge_next_topic) = {
 	"SELECT topic FROM outbox.message WHERE topic OPERATOR(pg_catalog.>) $1"
 	" ORDER BY topic LIMIT 1",
 	SPI_OK_SELECT, 1, {TEXTOID}, OBX_SCANS_INDEX
 };
 
 /* A topic's stream, in order: whether each message is finished, or young */
-static SavedStatement stmt_purge_stream = {
+SAVED_STATEMENT(stmt_purge_stream) = {
 	"SELECT ctid, created_at OPERATOR(pg_catalog.>=) $2, "
 	PURGE_FINISHED("$2") " FROM outbox.message"
 	" WHERE topic OPERATOR(pg_catalog.=) $1 ORDER BY seq",
@@ -65,7 +65,7 @@ static SavedStatement stmt_purge_stream = {
 };
 
 /* 1.4: a topic whose default subscription was dropped: all of it is finished */
-static SavedStatement stmt_purge_stream_subs = {
+SAVED_STATEMENT(stmt_purge_stream_subs) = {
 	"SELECT ctid, created_at OPERATOR(pg_catalog.>=) $2, "
 	PURGE_FINISHED("$2") " OR EXISTS (SELECT 1 FROM outbox.subscription t"
 	" WHERE t.topic OPERATOR(pg_catalog.=) $1 AND t.name IS NULL)"
@@ -73,7 +73,7 @@ static SavedStatement stmt_purge_stream_subs = {
 	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX
 };
 
-static SavedStatement stmt_purge_delete = {
+SAVED_STATEMENT(stmt_purge_delete) = {
 	"DELETE FROM outbox.message WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)"
 	" AND " PURGE_FINISHED("$2"),
 	SPI_OK_DELETE,
@@ -86,7 +86,7 @@ static SavedStatement stmt_purge_delete = {
  * past it (its frontier) and without a state row; and when the topic's default
  * subscription was dropped, it does not wait for that one.
  */
-static SavedStatement stmt_purge_delete_subs = {
+SAVED_STATEMENT(stmt_purge_delete_subs) = {
 	"DELETE FROM outbox.message m WHERE m.ctid OPERATOR(pg_catalog.=) ANY ($1)"
 	" AND (" PURGE_FINISHED("$2") " OR (m.created_at OPERATOR(pg_catalog.<) $2"
 	"  AND EXISTS (SELECT 1 FROM outbox.subscription t"
@@ -104,14 +104,14 @@ static SavedStatement stmt_purge_delete_subs = {
 	2, {TIDARRAYOID, TIMESTAMPTZOID}
 };
 
-static SavedStatement stmt_purge_marker_scan = {
+SAVED_STATEMENT(stmt_purge_marker_scan) = {
 	"SELECT ctid FROM outbox.processed WHERE processed_at OPERATOR(pg_catalog.<) $1",
 	SPI_OK_SELECT,
 	1, {TIMESTAMPTZOID},
 	OBX_SCANS_INDEX_OR_BITMAP
 };
 
-static SavedStatement stmt_purge_marker_delete = {
+SAVED_STATEMENT(stmt_purge_marker_delete) = {
 	"DELETE FROM outbox.processed WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)"
 	" AND processed_at OPERATOR(pg_catalog.<) $2",
 	SPI_OK_DELETE,

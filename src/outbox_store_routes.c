@@ -50,7 +50,7 @@
 #define ROUTE_SET_BREAKER \
 	", paused_until = NULL, consecutive_failures = 0, last_failure = NULL"
 
-static SavedStatement stmt_route_set = {
+SAVED_STATEMENT(stmt_route_set) = {
 	ROUTE_SET(", created_by_role", ", $8") ROUTE_SET_BREAKER
 	", created_by_role = excluded.created_by_role",
 	SPI_OK_INSERT,
@@ -58,7 +58,7 @@ static SavedStatement stmt_route_set = {
 };
 
 /* 1.3: an HTTP route's url, CA file and the fingerprint of its secret */
-static SavedStatement stmt_route_set_v13 = {
+SAVED_STATEMENT(stmt_route_set_v13) = {
 	ROUTE_SET(", created_by_role, url, ca_file, secret_fingerprint", ", $8, $9, $10, $11")
 	ROUTE_SET_BREAKER ", created_by_role = excluded.created_by_role, url = excluded.url,"
 	" ca_file = excluded.ca_file, secret_fingerprint = excluded.secret_fingerprint",
@@ -68,7 +68,7 @@ static SavedStatement stmt_route_set_v13 = {
 };
 
 /* 1.5: a route per topic and subscription ($12; NULL: the default one) */
-static SavedStatement stmt_route_set_v15 = {
+SAVED_STATEMENT(stmt_route_set_v15) = {
 	ROUTE_SET_ON("topic, subscription",
 				 ", created_by_role, url, ca_file, secret_fingerprint, subscription",
 				 ", $8, $9, $10, $11, $12")
@@ -79,25 +79,25 @@ static SavedStatement stmt_route_set_v15 = {
 		TEXTOID, TEXTOID, TEXTOID, TEXTOID}
 };
 
-static SavedStatement stmt_route_set_v11 = {
+SAVED_STATEMENT(stmt_route_set_v11) = {
 	ROUTE_SET("", "") ROUTE_SET_BREAKER,
 	SPI_OK_INSERT,
 	ROUTE_SET_ARGS
 };
 
-static SavedStatement stmt_route_set_v10 = {
+SAVED_STATEMENT(stmt_route_set_v10) = {
 	ROUTE_SET("", ""),
 	SPI_OK_INSERT,
 	ROUTE_SET_ARGS
 };
 
-static SavedStatement stmt_route_delete = {
+SAVED_STATEMENT(stmt_route_delete) = {
 	"DELETE FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1",
 	SPI_OK_DELETE,
 	1, {TEXTOID}
 };
 
-static SavedStatement stmt_route_delete_v15 = {
+SAVED_STATEMENT(stmt_route_delete_v15) = {
 	"DELETE FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1"
 	" AND subscription IS NOT DISTINCT FROM $2",
 	SPI_OK_DELETE,
@@ -105,7 +105,7 @@ static SavedStatement stmt_route_delete_v15 = {
 };
 
 /* Read whole and often: the planner may scan the small table as it likes */
-static SavedStatement stmt_routed_topics = {
+SAVED_STATEMENT(stmt_routed_topics) = {
 	"SELECT topic FROM outbox.routes",
 	SPI_OK_SELECT,
 	0, {InvalidOid},
@@ -126,34 +126,34 @@ static SavedStatement stmt_routed_topics = {
 	"created_by_role::pg_catalog.oid, created_by_role IS NOT NULL"
 #define ROUTE_LIST_NO_ROLE	"NULL::pg_catalog.oid, false"
 
-static SavedStatement stmt_route_list = {
+SAVED_STATEMENT(stmt_route_list) = {
 	ROUTE_LIST("paused_until, consecutive_failures",
 			   "created_by_role::pg_catalog.oid, created_by_role IS NOT NULL"),
 	SPI_OK_SELECT,
 	1, {TEXTOID}
 };
 
-static SavedStatement stmt_route_list_v13 = {
+SAVED_STATEMENT(stmt_route_list_v13) = {
 	ROUTE_LIST("paused_until, consecutive_failures",
 			   "created_by_role::pg_catalog.oid, created_by_role IS NOT NULL, url, ca_file"),
 	SPI_OK_SELECT,
 	1, {TEXTOID}
 };
 
-static SavedStatement stmt_route_list_v15 = {
+SAVED_STATEMENT(stmt_route_list_v15) = {
 	ROUTE_LIST("paused_until, consecutive_failures",
 			   ROUTE_LIST_ROLE ", url, ca_file, subscription") ", subscription NULLS FIRST",
 	SPI_OK_SELECT,
 	1, {TEXTOID}
 };
 
-static SavedStatement stmt_route_list_v11 = {
+SAVED_STATEMENT(stmt_route_list_v11) = {
 	ROUTE_LIST("paused_until, consecutive_failures", ROUTE_LIST_NO_ROLE),
 	SPI_OK_SELECT,
 	1, {TEXTOID}
 };
 
-static SavedStatement stmt_route_list_v10 = {
+SAVED_STATEMENT(stmt_route_list_v10) = {
 	ROUTE_LIST("NULL::pg_catalog.timestamptz, 0", ROUTE_LIST_NO_ROLE),
 	SPI_OK_SELECT,
 	1, {TEXTOID}
@@ -164,7 +164,7 @@ static SavedStatement stmt_route_list_v10 = {
  * a route set again meanwhile starts afresh.  A row someone else has
  * locked is skipped rather than waited for.
  */
-static SavedStatement stmt_route_breaker = {
+SAVED_STATEMENT(stmt_route_breaker) = {
 	"UPDATE outbox.routes SET consecutive_failures = $3, paused_until = $4, last_failure = $5 "
 	"WHERE topic OPERATOR(pg_catalog.=) ANY (ARRAY("
 	" SELECT r.topic FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) $1"
@@ -174,7 +174,7 @@ static SavedStatement stmt_route_breaker = {
 };
 
 /* 1.5: the route of $1 and subscription $6 */
-static SavedStatement stmt_route_breaker_v15 = {
+SAVED_STATEMENT(stmt_route_breaker_v15) = {
 	"UPDATE outbox.routes SET consecutive_failures = $3, paused_until = $4, last_failure = $5 "
 	"WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
 	" SELECT r.ctid FROM outbox.routes r WHERE r.topic OPERATOR(pg_catalog.=) $1"
@@ -185,7 +185,7 @@ static SavedStatement stmt_route_breaker_v15 = {
 };
 
 /* Whether the message's topic is routed to a NOTIFY channel */
-static SavedStatement stmt_message_on_channel = {
+SAVED_STATEMENT(stmt_message_on_channel) = {
 	"SELECT 1 FROM outbox.message m JOIN outbox.routes r"
 	" ON r.topic OPERATOR(pg_catalog.=) m.topic "
 	"WHERE m.id OPERATOR(pg_catalog.=) $1 AND r.target OPERATOR(pg_catalog.=) 'notify'",

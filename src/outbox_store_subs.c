@@ -53,10 +53,10 @@
 	" WHERE x.id OPERATOR(pg_catalog.=) " which " AND " SUBS_LEASE_HELD \
 	" RETURNING x.sub_id, x.ordering_key", \
 	SPI_OK_DELETE_RETURNING, 3, {type, TEXTOID, TEXTOID} }
-static SavedStatement stmt_complete = COMPLETE("$1", UUIDOID);
-static SavedStatement stmt_complete_many = COMPLETE("ANY ($1)", UUIDARRAYOID);
+SAVED_STATEMENT(stmt_complete) = COMPLETE("$1", UUIDOID);
+SAVED_STATEMENT(stmt_complete_many) = COMPLETE("ANY ($1)", UUIDARRAYOID);
 
-static SavedStatement stmt_fail_lock = {
+SAVED_STATEMENT(stmt_fail_lock) = {
 	"SELECT x.sub_id, x.seq, x.attempts, x.ordering_key"
 	" FROM outbox.subscription_state x, outbox.subscription s"
 	" WHERE x.id OPERATOR(pg_catalog.=) $1 AND " SUBS_LEASE_HELD
@@ -65,7 +65,7 @@ static SavedStatement stmt_fail_lock = {
 };
 
 /* $4 is the next available_at (NULL when dead), $5 dead_at (NULL unless dead) */
-static SavedStatement stmt_fail_update = {
+SAVED_STATEMENT(stmt_fail_update) = {
 	"UPDATE outbox.subscription_state SET leased_until = NULL, lease_owner = NULL,"
 	" last_error = $3,"
 	" available_at = COALESCE($4, available_at), dead_at = $5"
@@ -74,7 +74,7 @@ static SavedStatement stmt_fail_update = {
 };
 
 /* leases given back untried: due again at once, the attempt not counted */
-static SavedStatement stmt_release = {
+SAVED_STATEMENT(stmt_release) = {
 	"UPDATE outbox.subscription_state x SET leased_until = NULL, lease_owner = NULL,"
 	" available_at = $4, attempts = pg_catalog.int4larger(x.attempts OPERATOR(pg_catalog.-) 1, 0)"
 	" FROM outbox.subscription s"
@@ -87,7 +87,7 @@ static SavedStatement stmt_release = {
  * state row that waits (a retry, a schedule, a lease that runs out), or
  * now when the log has messages it has not read.
  */
-static SavedStatement stmt_next_due = {
+SAVED_STATEMENT(stmt_next_due) = {
 	"SELECT LEAST("
 	" (SELECT pg_catalog.min(x.available_at) FROM outbox.subscription_state x"
 	"  WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL"
@@ -106,7 +106,7 @@ static SavedStatement stmt_next_due = {
 	SPI_OK_SELECT, 3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
 };
 
-static SavedStatement stmt_extend = {
+SAVED_STATEMENT(stmt_extend) = {
 	"UPDATE outbox.subscription_state x SET leased_until = $4, available_at = $4"
 	" FROM outbox.subscription s"
 	" WHERE x.id OPERATOR(pg_catalog.=) $1 AND " SUBS_LEASE_HELD,
@@ -114,7 +114,7 @@ static SavedStatement stmt_extend = {
 };
 
 /* the subscriptions (of name $2) whose dead message $1 is revived, locked */
-static SavedStatement stmt_retry_lock = {
+SAVED_STATEMENT(stmt_retry_lock) = {
 	"SELECT s.sub_id FROM outbox.subscription s"
 	" WHERE s.name OPERATOR(pg_catalog.=) $2 AND s.sub_id OPERATOR(pg_catalog.=) ANY ("
 	"  SELECT x.sub_id FROM outbox.subscription_state x"
@@ -123,7 +123,7 @@ static SavedStatement stmt_retry_lock = {
 	SPI_OK_SELECT, 2, {UUIDOID, TEXTOID}
 };
 
-static SavedStatement stmt_retry_topic_lock = {
+SAVED_STATEMENT(stmt_retry_topic_lock) = {
 	"SELECT sub_id FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1"
 	" AND name OPERATOR(pg_catalog.=) $2",
 	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
@@ -144,11 +144,11 @@ static SavedStatement stmt_retry_topic_lock = {
 	" WHERE x.sub_id OPERATOR(pg_catalog.=) ANY ($1) AND " which \
 	" AND x.dead_at IS NOT NULL", \
 	SPI_OK_UPDATE, 3, {INT4ARRAYOID, type, TIMESTAMPTZOID} }
-static SavedStatement stmt_retry_dead = RETRY_DEAD("x.id OPERATOR(pg_catalog.=) $2", UUIDOID);
-static SavedStatement stmt_retry_dead_topic = RETRY_DEAD("$2::pg_catalog.bool", BOOLOID);
+SAVED_STATEMENT(stmt_retry_dead) = RETRY_DEAD("x.id OPERATOR(pg_catalog.=) $2", UUIDOID);
+SAVED_STATEMENT(stmt_retry_dead_topic) = RETRY_DEAD("$2::pg_catalog.bool", BOOLOID);
 
 /* each key's first row that is not dead, unblocked */
-static SavedStatement stmt_promote = {
+SAVED_STATEMENT(stmt_promote) = {
 	"UPDATE outbox.subscription_state x SET blocked = false"
 	" FROM (SELECT h.sub_id, h.seq"
 	"  FROM (SELECT DISTINCT k.sub_id, k.key"
@@ -164,7 +164,7 @@ static SavedStatement stmt_promote = {
 	SPI_OK_UPDATE, 2, {INT4ARRAYOID, TEXTARRAYOID}
 };
 
-static SavedStatement stmt_purge_dead = {
+SAVED_STATEMENT(stmt_purge_dead) = {
 	"DELETE FROM outbox.subscription_state"
 	" WHERE dead_at OPERATOR(pg_catalog.<) $1 AND dead_at IS NOT NULL",
 	SPI_OK_DELETE, 1, {TIMESTAMPTZOID}

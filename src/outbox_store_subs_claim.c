@@ -64,14 +64,14 @@
 /* at most this many appends in progress passed over by one read of the log */
 #define SUBS_MAX_HOLES		1000
 
-static SavedStatement stmt_find = {
+SAVED_STATEMENT(stmt_find) = {
 	"SELECT sub_id, paused_until, expired_at, false FROM outbox.subscription"
 	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
 };
 
 /* 1.5: and whether a route delivers it */
-static SavedStatement stmt_find_v15 = {
+SAVED_STATEMENT(stmt_find_v15) = {
 	"SELECT s.sub_id, s.paused_until, s.expired_at, EXISTS (SELECT 1 FROM outbox.routes r"
 	"  WHERE r.topic OPERATOR(pg_catalog.=) s.topic"
 	"  AND r.subscription OPERATOR(pg_catalog.=) s.name)"
@@ -81,7 +81,7 @@ static SavedStatement stmt_find_v15 = {
 };
 
 /* $1 sub_id, $2 now, $3 max attempts, $4 low */
-static SavedStatement stmt_dead_mark = {
+SAVED_STATEMENT(stmt_dead_mark) = {
 	"WITH c AS (SELECT c.seq FROM outbox.subscription_state c"
 	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
 	"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
@@ -114,7 +114,7 @@ static SavedStatement stmt_dead_mark = {
 	" AND m.seq OPERATOR(pg_catalog.=) u.seq ORDER BY m.seq"
 
 /* The due read: retries, schedules, revivals and unblocked key heads. */
-static SavedStatement stmt_claim_due = {
+SAVED_STATEMENT(stmt_claim_due) = {
 	SUBS_LEASE_ROWS("SELECT c.seq FROM outbox.subscription_state c"
 					"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.dead_at IS NULL"
 					"  AND NOT c.blocked AND NOT c.hole AND c.leased_until IS NULL"
@@ -128,7 +128,7 @@ static SavedStatement stmt_claim_due = {
  * Leases that ran out on an attempt before the last, taken over (those on
  * the last one are for stmt_dead_mark).
  */
-static SavedStatement stmt_claim_expired = {
+SAVED_STATEMENT(stmt_claim_expired) = {
 	SUBS_LEASE_ROWS("SELECT c.seq FROM outbox.subscription_state c"
 					"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
 					"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
@@ -149,7 +149,7 @@ static SavedStatement stmt_claim_expired = {
  * read, or in a state row.  Returns the messages, in position order; the
  * leased ones have a lease owner.
  */
-static SavedStatement stmt_claim_fresh = {
+SAVED_STATEMENT(stmt_claim_fresh) = {
 	"WITH f AS MATERIALIZED (SELECT e.*, e.ordering_key IS NOT NULL AND ("
 	"   pg_catalog.row_number() OVER (PARTITION BY e.ordering_key ORDER BY e.seq)"
 	"    OPERATOR(pg_catalog.>) 1"
@@ -187,14 +187,14 @@ static SavedStatement stmt_claim_fresh = {
 };
 
 /* the first holes of a subscription: $1 sub_id, $2 how many */
-static SavedStatement stmt_holes = {
+SAVED_STATEMENT(stmt_holes) = {
 	"SELECT seq FROM outbox.subscription_state"
 	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND hole ORDER BY seq LIMIT $2",
 	SPI_OK_SELECT, 2, {INT4OID, INT4OID}
 };
 
 /* holes whose append rolled back: $1 sub_id, $2 positions */
-static SavedStatement stmt_holes_gone = {
+SAVED_STATEMENT(stmt_holes_gone) = {
 	"WITH c AS (SELECT c.seq FROM outbox.subscription_state c"
 	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.=) ANY ($2)"
 	"  AND c.hole FOR UPDATE SKIP LOCKED)"
@@ -208,7 +208,7 @@ static SavedStatement stmt_holes_gone = {
  * Holes whose append committed, handed out like fresh messages: $1
  * sub_id, $2 topic, $3 positions, $4 now, $5 lease end, $6 owner.
  */
-static SavedStatement stmt_holes_done = {
+SAVED_STATEMENT(stmt_holes_done) = {
 	"WITH r AS (SELECT x.seq, m.available_at,"
 	"   NOT x.blocked AND m.available_at OPERATOR(pg_catalog.<=) $4 AS take"
 	"  FROM outbox.subscription_state x JOIN outbox.message m"

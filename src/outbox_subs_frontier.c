@@ -47,14 +47,14 @@
 #define FRONTIER_WAIT_ROWS	64
 
 /* $1 sub_id, $2 next_seq, $3 now, $4 from_seq */
-static SavedStatement stmt_insert = {
+SAVED_STATEMENT(stmt_insert) = {
 	"INSERT INTO outbox.subscription_frontier (sub_id, next_seq, claimed_at, from_seq)"
 	" VALUES ($1, $2, $3, $4)",
 	SPI_OK_INSERT, 4, {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID}
 };
 
 /* rows settled below the newest: $1 sub_id, $2 their next_seq */
-static SavedStatement stmt_delete = {
+SAVED_STATEMENT(stmt_delete) = {
 	"DELETE FROM outbox.subscription_frontier"
 	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND next_seq OPERATOR(pg_catalog.=) ANY ($2)",
 	SPI_OK_DELETE, 2, {INT4OID, INT8ARRAYOID}
@@ -64,7 +64,7 @@ static SavedStatement stmt_delete = {
  * Before the tables of 1.5 (no from_seq): the frontier moved from $4 to
  * $2, under the lock held until commit.
  */
-static SavedStatement stmt_advance_14 = {
+SAVED_STATEMENT(stmt_advance_14) = {
 	"WITH d AS (DELETE FROM outbox.subscription_frontier"
 	"  WHERE sub_id OPERATOR(pg_catalog.=) $1 AND next_seq OPERATOR(pg_catalog.=) $4)"
 	" INSERT INTO outbox.subscription_frontier (sub_id, next_seq, claimed_at)"

@@ -33,7 +33,7 @@
 
 static void obx_dropped_changed(void);
 
-static SavedStatement stmt_create = {
+SAVED_STATEMENT(stmt_create) = {
 	"WITH s AS (INSERT INTO outbox.subscription (topic, name, start_seq, created_at)"
 	"  VALUES ($1, $2, $3, $4) ON CONFLICT (topic, name) DO NOTHING"
 	"  RETURNING sub_id, start_seq)"
@@ -43,27 +43,27 @@ static SavedStatement stmt_create = {
 };
 
 /* the first position of the messages kept that were created at or after $2 */
-static SavedStatement stmt_since = {
+SAVED_STATEMENT(stmt_since) = {
 	"SELECT pg_catalog.min(seq) FROM outbox.message"
 	" WHERE topic OPERATOR(pg_catalog.=) $1 AND created_at OPERATOR(pg_catalog.>=) $2",
 	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX
 };
 
 /* the next position the sequence gives, without taking it */
-static SavedStatement stmt_seq_next = {
+SAVED_STATEMENT(stmt_seq_next) = {
 	"SELECT CASE WHEN is_called THEN last_value OPERATOR(pg_catalog.+) 1"
 	" ELSE last_value END FROM outbox.message_seq",
 	SPI_OK_SELECT, 0, {InvalidOid}, OBX_SCANS_ANY
 };
 
 /* the default subscription of a topic, dropped and brought back */
-static SavedStatement stmt_default_routed = {
+SAVED_STATEMENT(stmt_default_routed) = {
 	"SELECT 1 FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1",
 	SPI_OK_SELECT, 1, {TEXTOID}
 };
 
 /* 1.5: the route of the default subscription, not those of named ones */
-static SavedStatement stmt_default_routed_v15 = {
+SAVED_STATEMENT(stmt_default_routed_v15) = {
 	"SELECT 1 FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1 AND subscription IS NULL",
 	SPI_OK_SELECT, 1, {TEXTOID}
 };
@@ -73,73 +73,73 @@ static SavedStatement stmt_default_routed_v15 = {
  * dropped (paused_until NULL) or is paused (paused_until set).  Dropping
  * a paused one drops it.
  */
-static SavedStatement stmt_default_drop = {
+SAVED_STATEMENT(stmt_default_drop) = {
 	"INSERT INTO outbox.subscription AS s (topic, name, start_seq, created_at)"
 	" VALUES ($1, NULL, 0, $2) ON CONFLICT (topic, name) DO UPDATE SET paused_until = NULL"
 	" WHERE s.paused_until IS NOT NULL",
 	SPI_OK_INSERT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_ANY
 };
 
-static SavedStatement stmt_default_restore = {
+SAVED_STATEMENT(stmt_default_restore) = {
 	"DELETE FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL"
 	" AND paused_until IS NULL",
 	SPI_OK_DELETE, 1, {TEXTOID}
 };
 
-static SavedStatement stmt_default_dropped = {
+SAVED_STATEMENT(stmt_default_dropped) = {
 	"SELECT 1 FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL"
 	" AND paused_until IS NULL",
 	SPI_OK_SELECT, 1, {TEXTOID}
 };
 
 /* $2 now: dropped, or paused beyond now */
-static SavedStatement stmt_default_held = {
+SAVED_STATEMENT(stmt_default_held) = {
 	"SELECT paused_until FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL"
 	" AND (paused_until IS NULL OR paused_until OPERATOR(pg_catalog.>) $2)",
 	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}
 };
 
 /* $2 until; no row when it was dropped */
-static SavedStatement stmt_default_pause = {
+SAVED_STATEMENT(stmt_default_pause) = {
 	"INSERT INTO outbox.subscription AS s (topic, name, start_seq, created_at, paused_until)"
 	" VALUES ($1, NULL, 0, pg_catalog.now(), $2) ON CONFLICT (topic, name)"
 	" DO UPDATE SET paused_until = excluded.paused_until WHERE s.paused_until IS NOT NULL",
 	SPI_OK_INSERT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_ANY
 };
 
-static SavedStatement stmt_default_resume = {
+SAVED_STATEMENT(stmt_default_resume) = {
 	"DELETE FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1 AND name IS NULL"
 	" AND paused_until IS NOT NULL",
 	SPI_OK_DELETE, 1, {TEXTOID}
 };
 
-static SavedStatement stmt_default_dropped_any = {
+SAVED_STATEMENT(stmt_default_dropped_any) = {
 	"SELECT 1 FROM outbox.subscription WHERE name IS NULL",
 	SPI_OK_SELECT, 0, {InvalidOid}, OBX_SCANS_ANY
 };
 
-static SavedStatement stmt_drop_find = {
+SAVED_STATEMENT(stmt_drop_find) = {
 	"SELECT sub_id FROM outbox.subscription WHERE topic OPERATOR(pg_catalog.=) $1"
 	" AND name OPERATOR(pg_catalog.=) $2",
 	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
 };
 
-static SavedStatement stmt_drop = {
+SAVED_STATEMENT(stmt_drop) = {
 	"DELETE FROM outbox.subscription WHERE sub_id OPERATOR(pg_catalog.=) $1",
 	SPI_OK_DELETE, 1, {INT4OID}
 };
 
-static SavedStatement stmt_drop_state = {
+SAVED_STATEMENT(stmt_drop_state) = {
 	"DELETE FROM outbox.subscription_state WHERE sub_id OPERATOR(pg_catalog.=) $1",
 	SPI_OK_DELETE, 1, {INT4OID}
 };
 
-static SavedStatement stmt_drop_frontier = {
+SAVED_STATEMENT(stmt_drop_frontier) = {
 	"DELETE FROM outbox.subscription_frontier WHERE sub_id OPERATOR(pg_catalog.=) $1",
 	SPI_OK_DELETE, 1, {INT4OID}
 };
 
-static SavedStatement stmt_pause = {
+SAVED_STATEMENT(stmt_pause) = {
 	"UPDATE outbox.subscription SET paused_until = $3"
 	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 	SPI_OK_UPDATE, 3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
@@ -147,7 +147,7 @@ static SavedStatement stmt_pause = {
 
 
 /* a named subscription delivered by a route: $1 topic, $2 name */
-static SavedStatement stmt_routed = {
+SAVED_STATEMENT(stmt_routed) = {
 	"SELECT 1 FROM outbox.routes WHERE topic OPERATOR(pg_catalog.=) $1"
 	" AND subscription OPERATOR(pg_catalog.=) $2",
 	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
@@ -158,7 +158,7 @@ static SavedStatement stmt_routed = {
  * The subscriptions whose oldest pending message (the first unread one, or
  * the first of its state rows not dead) was created before $2 expire at $1.
  */
-static SavedStatement stmt_expire = {
+SAVED_STATEMENT(stmt_expire) = {
 	"UPDATE outbox.subscription s SET expired_at = $1"
 	" WHERE s.expired_at IS NULL AND s.name IS NOT NULL AND EXISTS ("
 	"  SELECT 1 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic"

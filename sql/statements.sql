@@ -1,0 +1,73 @@
+--
+-- statements: every saved statement of the library prepares and plans on
+-- the tables of some version of the extension (the library serves a
+-- database from 1.0 on until ALTER EXTENSION ... UPDATE), under the planner
+-- settings its runs use, and there reads no whole table (a sequential
+-- scan) unless it asks for the planner's own choice, nor makes a bitmap
+-- scan where it asks for index scans only.  obx_saved_statements() is not
+-- part of the extension's SQL: the test declares it, in a database of its
+-- own where the extension goes through every version.
+--
+\set regress_db :DBNAME
+CREATE DATABASE regress_statements;
+\c regress_statements
+SET client_min_messages = warning;
+CREATE FUNCTION saved_statements()
+RETURNS TABLE (statement text, scans text, seq_scans text[], bitmap_scans text[], error text)
+AS 'krizaka_outbox', 'obx_saved_statements' LANGUAGE C STRICT;
+CREATE TABLE checked (version text, statement text, scans text, seq_scans text[],
+                      bitmap_scans text[], error text);
+
+CREATE EXTENSION krizaka_outbox VERSION '1.0';
+INSERT INTO checked SELECT '1.0', * FROM saved_statements();
+ALTER EXTENSION krizaka_outbox UPDATE TO '1.1';
+INSERT INTO checked SELECT '1.1', * FROM saved_statements();
+ALTER EXTENSION krizaka_outbox UPDATE TO '1.2';
+INSERT INTO checked SELECT '1.2', * FROM saved_statements();
+ALTER EXTENSION krizaka_outbox UPDATE TO '1.3';
+INSERT INTO checked SELECT '1.3', * FROM saved_statements();
+ALTER EXTENSION krizaka_outbox UPDATE TO '1.4';
+INSERT INTO checked SELECT '1.4', * FROM saved_statements();
+ALTER EXTENSION krizaka_outbox UPDATE TO '1.5';
+INSERT INTO checked SELECT '1.5', * FROM saved_statements();
+
+-- each statement listed once per version
+SELECT count(DISTINCT statement) > 100 AS listed,
+       count(*) = 6 * count(DISTINCT statement) AS each_once_per_version
+  FROM checked;
+
+-- how many prepare on the tables of each version (the others are written
+-- for the tables of other versions)
+SELECT version, count(*) FILTER (WHERE error IS NULL) AS prepared, count(*) AS listed
+  FROM checked GROUP BY version ORDER BY version;
+
+-- none that no version's tables can prepare, or plan without a scan it
+-- does not ask for
+SELECT statement, string_agg(version || ': ' || coalesce(error,
+         'sequential ' || seq_scans::text || ', bitmap ' || bitmap_scans::text), '; '
+         ORDER BY version)
+  FROM checked
+ GROUP BY statement
+HAVING NOT bool_or(error IS NULL
+                   AND (scans = 'any' OR cardinality(seq_scans) = 0)
+                   AND (scans <> 'index' OR cardinality(bitmap_scans) = 0))
+ ORDER BY statement;
+
+-- the statements that ask for the planner's own choice, and what it
+-- chooses on the current version's tables: it reads small tables whole
+-- (the routes, the subscriptions, a sequence), never the messages or a
+-- subscription's state
+SELECT statement, seq_scans, bitmap_scans FROM checked
+ WHERE version = '1.5' AND error IS NULL AND scans = 'any'
+   AND cardinality(seq_scans) + cardinality(bitmap_scans) > 0
+ ORDER BY statement;
+
+-- only a superuser may run it
+CREATE ROLE regress_statements_nobody;
+SET ROLE regress_statements_nobody;
+SELECT count(*) FROM saved_statements();
+RESET ROLE;
+DROP ROLE regress_statements_nobody;
+
+\c :regress_db
+DROP DATABASE regress_statements;

@@ -1,0 +1,199 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_spi_check.c
+ *		obx_saved_statements(): every saved statement of the library
+ *		prepared and planned as its runs are, with the scans of its plan;
+ *		for the regression tests, which declare the function themselves
+ *		(the extension's SQL does not).
+ *
+ * The statements are listed by SAVED_STATEMENT and SAVED_STATEMENTS
+ * (outbox_spi.h) in the section obx_saved_statements, whose bounds the
+ * linker names.  Each one is planned in a subtransaction of its own, so
+ * that one that fails to prepare is reported with its error and the
+ * others are still checked.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "catalog/pg_type.h"
+#include "nodes/plannodes.h"
+#include "parser/parsetree.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "outbox_spi.h"
+
+PG_FUNCTION_INFO_V1(obx_saved_statements);
+
+#if SAVED_STATEMENT_LISTED
+extern const SavedStatementEntry __start_obx_saved_statements[];
+extern const SavedStatementEntry __stop_obx_saved_statements[];
+#endif
+
+/*
+ * Add to *names the relations that the nodes tagged tag (as "{SEQSCAN ")
+ * of the plan text scan: the first scanrelid after each tag (a bitmap heap
+ * scan's is its index scan's, of the same relation), in the range table.
+ */
+static void
+obx_scanned(const char *text, const char *tag, List *rtable, List **names)
+{
+	const char *p = text;
+
+	while ((p = strstr(p, tag)) != NULL)
+	{
+		const char *r = strstr(p, ":scanrelid ");
+		int			rti;
+		RangeTblEntry *rte;
+
+		p += strlen(tag);
+		if (r == NULL)
+			break;
+		rti = atoi(r + strlen(":scanrelid "));
+		if (rti < 1 || rti > list_length(rtable))
+			continue;
+		rte = rt_fetch(rti, rtable);
+		*names = lappend(*names, get_rel_name(rte->relid));
+	}
+}
+
+/* names as a text[] (empty when none) */
+static Datum
+obx_names(List *names)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(names), 1));
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, names)
+		elems[n++] = CStringGetTextDatum(lfirst(lc) ? (char *) lfirst(lc) : "?");
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static const char *
+obx_scans_name(SavedStatementScans scans)
+{
+	switch (scans)
+	{
+		case OBX_SCANS_INDEX:
+			return "index";
+		case OBX_SCANS_INDEX_OR_BITMAP:
+			return "index or bitmap";
+		case OBX_SCANS_ANY:
+			return "any";
+	}
+	return "?";
+}
+
+/*
+ * Plan stmt and put a row for it into rsinfo: its name, the scans it asks
+ * for, the relations its plan reads with sequential and with bitmap heap
+ * scans, and its error (NULL when it planned).
+ */
+static void
+obx_check(ReturnSetInfo *rsinfo, const char *name, SavedStatement *stmt)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+	List	   *seqscans = NIL;
+	List	   *bitmapscans = NIL;
+	char	   *error = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(caller);
+	PG_TRY();
+	{
+		CachedPlan *cplan;
+		ListCell   *lc;
+
+		SpiConnect();
+		cplan = SpiCheckPlan(stmt);
+		foreach(lc, cplan->stmt_list)
+		{
+			PlannedStmt *ps = lfirst_node(PlannedStmt, lc);
+			char	   *text = nodeToString(ps);
+			MemoryContext spi = MemoryContextSwitchTo(caller);
+
+			obx_scanned(text, "{SEQSCAN ", ps->rtable, &seqscans);
+			obx_scanned(text, "{BITMAPHEAPSCAN ", ps->rtable, &bitmapscans);
+			MemoryContextSwitchTo(spi);
+		}
+		ReleaseCachedPlan(cplan, NULL);
+		SpiFinish();
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(caller);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+		error = edata->message;
+	}
+	PG_END_TRY();
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = CStringGetTextDatum(obx_scans_name(stmt->scans));
+	values[2] = obx_names(seqscans);
+	values[3] = obx_names(bitmapscans);
+	if (error != NULL)
+		values[4] = CStringGetTextDatum(error);
+	else
+		nulls[4] = true;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * obx_saved_statements() RETURNS TABLE (statement text, scans text,
+ * seq_scans text[], bitmap_scans text[], error text): superusers only.
+ */
+Datum
+obx_saved_statements(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only a superuser may check the saved statements")));
+#if SAVED_STATEMENT_LISTED
+	InitMaterializedSRF(fcinfo, 0);
+	for (const SavedStatementEntry *e = __start_obx_saved_statements;
+		 e < __stop_obx_saved_statements; e++)
+	{
+		int			i;
+
+		for (i = 0; i < e->count; i++)
+		{
+			const char *file = strrchr(e->name, '/');
+			char	   *name;
+
+			file = file ? file + 1 : e->name;
+			name = e->count == 1 ? pstrdup(file) : psprintf("%s[%d]", file, i);
+
+			obx_check(rsinfo, name, &e->stmts[i]);
+		}
+	}
+#else
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("this build of krizaka_outbox does not list its saved statements")));
+#endif
+	return (Datum) 0;
+}

@@ -49,6 +49,7 @@ _PG_init(void)
 
 	/* the topics' claim positions, and the appends in their gap */
 	OutboxStreamInit();
+	StreamAcrossInit();
 	OutboxGapInit(true);
 
 	/* the launcher; pg_upgrade's server must not deliver anything */

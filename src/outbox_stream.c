@@ -111,7 +111,6 @@ OutboxStreamInit(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = obx_stream_startup;
 	RegisterXactCallback(obx_stream_xact, NULL);
-	StreamAcrossInit();
 }
 
 /* Reserve the positions' hash and its lock. */

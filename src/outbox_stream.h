@@ -105,6 +105,7 @@ extern void StreamPositionSet(text *topic, const StreamClaimState *state);
  * the appends of this transaction noted at its commit, and the topics
  * whose claim state says they may have fresh messages to claim.
  */
+extern void StreamAcrossInit(void);
 extern void StreamNoteTopic(text *topic);
 extern void StreamAcrossForget(void);
 extern bool StreamAcrossTopics(TimestampTz now, List **topics);

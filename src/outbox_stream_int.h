@@ -74,7 +74,6 @@ typedef struct StreamShared
 extern StreamShared *stream_shared;
 extern HTAB *stream_positions;
 
-extern void StreamAcrossInit(void);
 extern bool StreamKeyOf(StreamKey *key, text *topic);
 extern void StreamMakeRoom(void);
 

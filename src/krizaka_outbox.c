@@ -47,7 +47,10 @@ _PG_init(void)
 	/* the shared state: request it, and create it with shared memory */
 	OutboxShmemInit();
 
-	/* the topics' claim positions, and the appends in their gap */
+	/*
+	 * the topics' claim positions, the topics a claim across all of them
+	 * visits, and the appends in their gap
+	 */
 	OutboxStreamInit();
 	StreamAcrossInit();
 	OutboxGapInit(true);

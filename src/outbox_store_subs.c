@@ -85,16 +85,22 @@ SAVED_STATEMENT(stmt_release) = {
 /*
  * When something of subscription $2 of topic $1 is next due after $3: a
  * state row that waits (a retry, a schedule, a lease that runs out), or
- * now when the log has messages it has not read.
+ * now when the log has messages it has not read.  A lease that ran out
+ * already is due a second from now: claims look for such leases at most
+ * once a second (outbox_store_subs_claim.c), so one that ran out just
+ * after a look is taken by the first claim a second later, not the next
+ * one, and the worker must not sleep past that.
  */
 SAVED_STATEMENT(stmt_next_due) = {
 	"SELECT LEAST("
 	" (SELECT pg_catalog.min(x.available_at) FROM outbox.subscription_state x"
 	"  WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL"
 	"  AND NOT x.blocked AND NOT x.hole AND x.leased_until IS NULL),"
-	" (SELECT pg_catalog.min(x.leased_until) FROM outbox.subscription_state x"
+	" (SELECT pg_catalog.min(CASE WHEN x.leased_until OPERATOR(pg_catalog.>) $3"
+	"   THEN x.leased_until ELSE $3 OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval END)"
+	"  FROM outbox.subscription_state x"
 	"  WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL"
-	"  AND x.leased_until IS NOT NULL AND x.leased_until OPERATOR(pg_catalog.>) $3),"
+	"  AND x.leased_until IS NOT NULL),"
 	" (SELECT $3 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic"
 	"  AND m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f"
 	"   WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)"

@@ -86,16 +86,18 @@ void
 StreamNoteTopic(text *topic)
 {
 	StreamKey	key;
+	int			len = VARSIZE_ANY_EXHDR(topic);
 	int			i;
 
-	if (!StreamAvailable() || noted_unknown)
+	if (noted_unknown || len > STREAM_TOPIC_BYTES)
 		return;
-	if (!StreamKeyOf(&key, topic))
-		return;
+	/* noted already (the usual case): no key to make, on every append */
 	for (i = nnoted - 1; i >= 0; i--)
-		if (noted[i]->relid == key.relid &&
-			memcmp(noted[i]->topic, key.topic, sizeof(key.topic)) == 0)
+		if ((len == STREAM_TOPIC_BYTES || noted[i]->topic[len] == '\0') &&
+			memcmp(noted[i]->topic, VARDATA_ANY(topic), len) == 0)
 			return;
+	if (!StreamAvailable() || !StreamKeyOf(&key, topic))
+		return;
 	if (nnoted >= STREAM_NOTE_MAX)
 	{
 		noted_unknown = true;

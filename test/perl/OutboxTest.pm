@@ -12,10 +12,11 @@ use warnings;
 use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use Test::More;
+use IPC::Run;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node remote_server
-  replicated_outbox notified_ids message_index_reads);
+  replicated_outbox notified_ids message_index_reads pgbench_start);
 
 # Quote a string as an SQL literal.
 sub lit
@@ -180,6 +181,18 @@ sub message_index_reads
 		SELECT pg_stat_force_next_flush();
 		SELECT sum(idx_tup_read) FROM pg_stat_user_indexes
 		 WHERE schemaname = 'outbox' AND relname = 'message'});
+}
+
+# pgbench (-n and these options) started in the background against
+# database $db of $node; returns a sub that waits for it and says whether
+# it ran without error (printing its errors when not).
+sub pgbench_start
+{
+	my ($node, $db, @options) = @_;
+	my ($out, $err);
+	my $h = IPC::Run::start([ 'pgbench', '-n', @options, $node->connstr($db) ],
+		'>', \$out, '2>', \$err);
+	return sub { my $ok = $h->finish; diag($err) unless $ok; return $ok; };
 }
 
 1;

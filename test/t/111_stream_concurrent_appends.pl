@@ -11,7 +11,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 use Time::HiRes qw(usleep);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
@@ -43,22 +42,9 @@ WITH c AS (SELECT * FROM outbox.claim('w', 's', 20, 30))
 SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w');
 });
 
-my $connstr = $node->connstr('app');
-
-# pgbench started in the background with these options; returns a sub
-# that waits for it and says whether it ran without error
-sub pgbench_start
-{
-	my @options = @_;
-	my ($out, $err);
-	my $h = IPC::Run::start([ 'pgbench', '-n', @options, $connstr ],
-		'>', \$out, '2>', \$err);
-	return sub { my $ok = $h->finish; diag($err) unless $ok; return $ok; };
-}
-
-my $appenders = pgbench_start('-c', '6', '-j', '2', '-T', '6',
+my $appenders = pgbench_start($node, 'app', '-c', '6', '-j', '2', '-T', '6',
 	'-f', "$commit\@4", '-f', "$rollback\@1");
-my $claimers = pgbench_start('-c', '2', '-j', '1', '-T', '6', '-f', $claim);
+my $claimers = pgbench_start($node, 'app', '-c', '2', '-j', '1', '-T', '6', '-f', $claim);
 ok($appenders->(), 'the appenders ran without error');
 ok($claimers->(), 'the claimers ran without error');
 
@@ -117,10 +103,10 @@ INSERT INTO public.got (id, seq, key)
 SELECT c.id, c.seq, c.ordering_key FROM outbox.claim('w', 'h', 20, 30) c
  WHERE outbox.complete(c.id, 'w');
 });
-my $holders = pgbench_start('-c', '6', '-j', '2', '-T', '10',
+my $holders = pgbench_start($node, 'app', '-c', '6', '-j', '2', '-T', '10',
 	'-f', "$long\@4", '-f', "$long_undone\@1");
-my $shorts = pgbench_start('-c', '2', '-j', '1', '-T', '10', '-R', '200', '-f', $short);
-my $recorders = pgbench_start('-c', '2', '-j', '1', '-T', '12', '-f', $record);
+my $shorts = pgbench_start($node, 'app', '-c', '2', '-j', '1', '-T', '10', '-R', '200', '-f', $short);
+my $recorders = pgbench_start($node, 'app', '-c', '2', '-j', '1', '-T', '12', '-f', $record);
 ok($holders->(), 'the appenders that hold their appends open ran without error');
 ok($shorts->(), 'the short appenders ran without error');
 ok($recorders->(), 'the claimers ran without error');

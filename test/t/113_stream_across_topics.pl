@@ -11,7 +11,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 use Time::HiRes qw(time);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
@@ -201,19 +200,10 @@ append_to_file("$dir/claim.sql", q{
 WITH c AS (SELECT * FROM outbox.claim('w', NULL, 50, 30))
 INSERT INTO public.got SELECT c.id, c.topic FROM c WHERE outbox.complete(c.id, 'w');
 });
-my $connstr = $node->connstr('app');
-sub pgbench_start
-{
-	my @options = @_;
-	my ($out, $err);
-	my $h = IPC::Run::start([ 'pgbench', '-n', @options, $connstr ],
-		'>', \$out, '2>', \$err);
-	return sub { my $ok = $h->finish; diag($err) unless $ok; return $ok; };
-}
-my $appenders = pgbench_start('-c', '4', '-j', '2', '-T', '6', '-R', '400',
+my $appenders = pgbench_start($node, 'app', '-c', '4', '-j', '2', '-T', '6', '-R', '400',
 	'-f', "$dir/one.sql\@20", '-f', "$dir/many.sql\@1", '-f', "$dir/undone.sql\@3");
-my $preparers = pgbench_start('-c', '2', '-j', '1', '-T', '6', '-R', '50', '-f', "$dir/prepared.sql");
-my $claimers = pgbench_start('-c', '2', '-j', '1', '-T', '6', '-f', "$dir/claim.sql");
+my $preparers = pgbench_start($node, 'app', '-c', '2', '-j', '1', '-T', '6', '-R', '50', '-f', "$dir/prepared.sql");
+my $claimers = pgbench_start($node, 'app', '-c', '2', '-j', '1', '-T', '6', '-f', "$dir/claim.sql");
 ok($appenders->(), 'the appenders ran without error');
 ok($preparers->(), 'the preparers ran without error');
 ok($claimers->(), 'the claimers ran without error');

@@ -12,7 +12,10 @@
  *		           (worker k takes batches k, k + workers, ...; `total` rows)
  *		  plain    the plain-SQL outbox of bench/plain.sql: one claim
  *		           statement, then one UPDATE that completes the whole batch
- *		  krizaka  outbox.claim, then outbox.complete_many of the batch
+ *		  krizaka  outbox.complete_and_claim: the batch before completed
+ *		           in the call that claims the next
+ *		  krizaka2 outbox.claim, then outbox.complete_many of the batch
+ *		  krizakaa krizaka across all topics (its topic NULL)
  *		  pgq      PgQ: worker k consumes queue "<topic>_<k>" as consumer
  *		           "bench": next_batch, get_batch_events, finish_batch
  *		Every statement runs in its own transaction (autocommit).  A worker
@@ -34,8 +37,9 @@
  *		consume for clean + hold + recovery seconds (multiples of 5); when
  *		the clean phase ends this program opens a REPEATABLE READ
  *		transaction on another connection, reads public.bench_unrelated,
- *		and keeps it open for `hold` seconds.  SYSTEM is krizaka, plain or
- *		pgq as above (pgq: the queue is `topic` itself), whose workers poll
+ *		and keeps it open for `hold` seconds.  SYSTEM is krizaka, krizaka2,
+ *		krizakaa, plain or pgq as above (pgq: the queue is `topic` itself;
+ *		krizakaa claims across all topics), whose workers poll
  *		again after POLL_IDLE_MS when they get nothing, or krizaka-worker:
  *		the background worker delivers to a NOTIFY route and one listener
  *		on channel `topic` counts what arrives (consumed = delivered;
@@ -1034,7 +1038,7 @@ cmd_w8(int argc, char **argv)
 
 	if (argc != 11 && !(argc == 12 && strcmp(argv[11], "nohold") == 0))
 	{
-		fprintf(stderr, "usage: driver w8 krizaka|krizaka-worker|plain|pgq conninfo topic workers batch clean hold recovery csv [nohold]\n");
+		fprintf(stderr, "usage: driver w8 krizaka|krizaka2|krizakaa|krizaka-worker|plain|pgq conninfo topic workers batch clean hold recovery csv [nohold]\n");
 		return 2;
 	}
 	nohold = argc == 12;
@@ -1055,7 +1059,8 @@ cmd_w8(int argc, char **argv)
 	}
 	/* where each system counts what was produced, and where it keeps its queue */
 	listener = strcmp(system, "krizaka-worker") == 0;
-	if (strcmp(system, "krizaka") == 0 || listener)
+	if (strcmp(system, "krizaka") == 0 || strcmp(system, "krizaka2") == 0 ||
+		strcmp(system, "krizakaa") == 0 || listener)
 		seq = "krizaka.orders_id_seq", schema = "outbox";
 	else if (strcmp(system, "plain") == 0)
 		seq = "plain.orders_id_seq", schema = "plain";

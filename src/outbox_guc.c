@@ -8,8 +8,9 @@
  * The session settings are PGC_USERSET, so that SET, ALTER ROLE ... SET and
  * ALTER DATABASE ... SET work everywhere and are validated by the GUC
  * machinery.  The worker settings follow the configuration file when the
- * library is preloaded; otherwise they have no effect, and their check hooks
- * say why an attempt to set them fails.  The integer settings carry no unit,
+ * library is preloaded, and outbox.claim_positions takes effect at server
+ * start; otherwise they have no effect, and their check hooks say why an
+ * attempt to set them fails.  The integer settings carry no unit,
  * so that SHOW prints the plain number the documentation gives.
  *
  *-------------------------------------------------------------------------
@@ -39,6 +40,8 @@ char	   *outbox_worker_databases = NULL;
 char	   *outbox_worker_role = NULL;
 int			outbox_worker_naptime_ms = 5000;
 
+int			outbox_claim_positions = OUTBOX_CLAIM_POSITIONS_DEFAULT;
+
 /* true while the worker settings are being defined: see obx_check_preloaded */
 static bool obx_defining_settings = false;
 
@@ -47,6 +50,7 @@ static bool obx_check_preloaded(const char *name, GucSource source);
 static bool obx_check_databases(char **newval, void **extra, GucSource source);
 static bool obx_check_role(char **newval, void **extra, GucSource source);
 static bool obx_check_naptime(int *newval, void **extra, GucSource source);
+static bool obx_check_positions(int *newval, void **extra, GucSource source);
 static bool obx_check_private_networks(char **newval, void **extra,
 									   GucSource source);
 static void obx_assign_allow_private(bool newval, void *extra);
@@ -179,8 +183,10 @@ obx_check_private_networks(char **newval, void **extra, GucSource source)
 }
 
 /*
- * Define the worker settings.  Preloaded, they follow the configuration file
- * (PGC_SIGHUP).  Otherwise they have no effect at all; they are then
+ * Define the worker settings, and outbox.claim_positions.  Preloaded, the
+ * worker settings follow the configuration file (PGC_SIGHUP), and the
+ * positions are sized at server start.  Otherwise they have no effect at
+ * all; they are then
  * superuser-settable only so that an attempt to set them reaches the check
  * hook, which explains what is missing, instead of a generic "cannot be
  * changed now".
@@ -220,6 +226,19 @@ obx_define_worker_settings(void)
 							5000, 10, 3600000,
 							context, 0,
 							obx_check_naptime, NULL, NULL);
+
+	/*
+	 * Sizes the claim positions in shared memory, so it takes effect at
+	 * server start only (PostgreSQL lets only a preloaded library define
+	 * such a setting; without preloading there is nothing to size).
+	 */
+	DefineCustomIntVariable("outbox.claim_positions",
+							"Number of topics whose claim positions are kept in shared memory.",
+							"With more topics claimed at once, the least recently used position makes room, and the next claim of its topic reads the topic from its first message kept.",
+							&outbox_claim_positions,
+							OUTBOX_CLAIM_POSITIONS_DEFAULT, 64, 1048576,
+							outbox_preloaded ? PGC_POSTMASTER : PGC_SUSET, 0,
+							obx_check_positions, NULL, NULL);
 
 	obx_defining_settings = false;
 }
@@ -303,6 +322,13 @@ obx_check_role(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
+}
+
+/* outbox.claim_positions: range checked by the GUC machinery. */
+static bool
+obx_check_positions(int *newval, void **extra, GucSource source)
+{
+	return obx_check_preloaded("outbox.claim_positions", source);
 }
 
 /* outbox.worker_naptime_ms: range checked by the GUC machinery. */

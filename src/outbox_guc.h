@@ -42,6 +42,11 @@ extern char *outbox_worker_databases;
 extern char *outbox_worker_role;
 extern int	outbox_worker_naptime_ms;
 
+/* settings of the server, read when its shared memory is sized */
+extern int	outbox_claim_positions;
+
+#define OUTBOX_CLAIM_POSITIONS_DEFAULT	1024
+
 extern void OutboxGucInit(void);
 
 #endif							/* OUTBOX_GUC_H */

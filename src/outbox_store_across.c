@@ -150,16 +150,18 @@ SAVED_STATEMENTS(stmt_due_topics, 2) = {
 };
 
 static bool obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed);
-static uint64 obx_list_topics(TimestampTz now, bool *walk, Datum **names);
+static uint64 obx_list_topics(TimestampTz now, bool *walk, uint64 *lost,
+							  Datum **names);
 
 /*
  * The topics a claim across all topics reads, into *names (their number
  * returned): those whose claim positions may have work and those with
  * deferred messages due, or (*walk) every topic that has messages when
- * the positions do not tell (see outbox_stream_across.c).
+ * the positions do not tell (see outbox_stream_across.c), with *lost what
+ * StreamAcrossComplete is to be given.
  */
 static uint64
-obx_list_topics(TimestampTz now, bool *walk, Datum **names)
+obx_list_topics(TimestampTz now, bool *walk, uint64 *lost, Datum **names)
 {
 	List	   *known;
 	uint64		n;
@@ -168,7 +170,10 @@ obx_list_topics(TimestampTz now, bool *walk, Datum **names)
 
 	*walk = !StreamAcrossTopics(now, &known);
 	if (*walk)
+	{
+		*lost = StreamAcrossBegin();
 		n = SpiExecute(&stmt_stream_topics[v], NULL, NULL, false, 0);
+	}
 	else
 	{
 		Datum		args[2];
@@ -210,7 +215,7 @@ obx_list_topics(TimestampTz now, bool *walk, Datum **names)
 static bool
 obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 {
-	uint64		lost = StreamAcrossBegin();
+	uint64		lost = 0;
 	TimestampTz until = StreamAcrossUntil(now);
 	bool		walk;
 	Datum	   *names;
@@ -222,7 +227,7 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 	bool		passed = false;
 	int			dims[2];
 	int			lbs[2] = {1, 1};
-	uint64		n = obx_list_topics(now, &walk, &names);
+	uint64		n = obx_list_topics(now, &walk, &lost, &names);
 	uint64		i;
 	uint64		kept;
 

@@ -36,7 +36,7 @@
  * appends run it breaks the order of positions anyway.
  *
  * Positions live in shared memory, one per (database, table, topic), at
- * most STREAM_MAX_POSITIONS of them; the least recently used one that a
+ * most outbox.claim_positions of them; the least recently used one that a
  * claim across all topics need not visit makes room for a new one
  * (outbox_stream_across.c), else the least recently used one.  A topic
  * without one is read from its first message, which finds the position
@@ -121,7 +121,7 @@ obx_stream_request(void)
 		prev_shmem_request_hook();
 
 	RequestAddinShmemSpace(add_size(sizeof(StreamShared),
-									hash_estimate_size(STREAM_MAX_POSITIONS,
+									hash_estimate_size(outbox_claim_positions,
 													   sizeof(StreamPosition))));
 	RequestNamedLWLockTranche(STREAM_SHMEM_NAME, 1);
 }
@@ -142,16 +142,21 @@ obx_stream_startup(void)
 	if (!found)
 	{
 		LWLockPadded *locks = GetNamedLWLockTranche(STREAM_SHMEM_NAME);
+		int			i;
 
 		memset(stream_shared, 0, sizeof(StreamShared));
 		stream_shared->position_lock = &locks[0].lock;
+		stream_shared->max_positions = outbox_claim_positions;
 		pg_atomic_init_u32(&stream_shared->across_used, 0);
+		for (i = 0; i < STREAM_ACROSS_TABLES; i++)
+			pg_atomic_init_u64(&stream_shared->across[i].walker, 0);
 	}
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(StreamKey);
 	info.entrysize = sizeof(StreamPosition);
 	stream_positions = ShmemInitHash(STREAM_HASH_NAME,
-									 STREAM_MAX_POSITIONS, STREAM_MAX_POSITIONS,
+									 stream_shared->max_positions,
+									 stream_shared->max_positions,
 									 &info, HASH_ELEM | HASH_BLOBS);
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -393,7 +398,7 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 			LWLockRelease(stream_shared->position_lock);
 			return;
 		}
-		if (hash_get_num_entries(stream_positions) >= STREAM_MAX_POSITIONS)
+		if (hash_get_num_entries(stream_positions) >= stream_shared->max_positions)
 			StreamMakeRoom();
 		p = hash_search(stream_positions, &key, HASH_ENTER_NULL, &found);
 		if (!p)

@@ -26,7 +26,7 @@
  * That holds only while every topic with work has a position.  So claims
  * across all topics walk every topic, as before, after a restart (no
  * position is kept), when a position that may have work made room for
- * another (more than STREAM_MAX_POSITIONS topics with work at once), when
+ * another (more than outbox.claim_positions topics with work at once), when
  * a transaction appended to more than STREAM_NOTE_MAX topics or committed
  * a prepared transaction (whose topics this backend does not know), when
  * a default subscription is dropped, paused, resumed or brought back, and
@@ -62,6 +62,9 @@
 
 /* how long a walk's finding serves the claims across all topics, at most */
 #define STREAM_ACROSS_REWALK	(60 * USECS_PER_SEC)
+
+/* how long the walk that renews a finding is left to one claim */
+#define STREAM_ACROSS_WALK_TURN	(10 * USECS_PER_SEC)
 
 /* this transaction's topics (keys in TopTransactionContext) */
 static StreamKey *noted[STREAM_NOTE_MAX];
@@ -211,14 +214,14 @@ obx_note_commit(void)
 			 * idle lately): more topics have work than positions are kept,
 			 * and claims across all topics walk them all anyway.
 			 */
-			if (hash_get_num_entries(stream_positions) >= STREAM_MAX_POSITIONS &&
+			if (hash_get_num_entries(stream_positions) >= stream_shared->max_positions &&
 				stream_shared->nvictims == 0 &&
 				stream_shared->none_idle > now - STREAM_NONE_IDLE_INTERVAL)
 			{
 				stream_shared->lost++;
 				break;
 			}
-			if (hash_get_num_entries(stream_positions) >= STREAM_MAX_POSITIONS)
+			if (hash_get_num_entries(stream_positions) >= stream_shared->max_positions)
 				StreamMakeRoom();
 			p = hash_search(stream_positions, noted[i], HASH_ENTER_NULL, &found);
 			if (p == NULL)
@@ -267,6 +270,17 @@ obx_across_slot(Oid dboid, Oid relid, bool create)
  * The topics of this database whose positions a claim across all topics
  * visits, as a List of text (the topics with deferred messages due are
  * not among them); false when it must walk every topic instead.
+ *
+ * When a finding has gone stale, or a position that may have work was lost
+ * since it was made, one claim at a time walks to renew it (its turn ends
+ * with StreamAcrossComplete, or after STREAM_ACROSS_WALK_TURN should it
+ * fail).  The other claims visit the positions that may have work
+ * meanwhile: every topic they visit may have work, and a topic they leave
+ * out (a position lost, a pause ended, rows written by hand) waits for that
+ * walk.  So with 100,000 topics one claim, not every claim, pays for the
+ * walk once a minute; and with more topics with work than positions are
+ * kept, claims take turns at walking.  Only the first walk, when there is
+ * no finding at all, is made by every claim that comes.
  */
 bool
 StreamAcrossTopics(TimestampTz now, List **topics)
@@ -285,6 +299,15 @@ StreamAcrossTopics(TimestampTz now, List **topics)
 	a = obx_across_slot(MyDatabaseId, relid, false);
 	known = a != NULL && a->lost == stream_shared->lost && a->until > now &&
 		a->until - STREAM_ACROSS_REWALK <= now;
+	if (!known && a != NULL && a->until != 0)
+	{
+		uint64		turn = pg_atomic_read_u64(&a->walker);
+
+		/* another claim's turn, or this one's */
+		known = (TimestampTz) turn > now ||
+			!pg_atomic_compare_exchange_u64(&a->walker, &turn,
+											(uint64) (now + STREAM_ACROSS_WALK_TURN));
+	}
 	if (known)
 	{
 		hash_seq_init(&status, stream_positions);
@@ -325,6 +348,7 @@ StreamAcrossBegin(void)
 
 		a->lost = stream_shared->lost - 1;	/* no finding yet */
 		a->until = 0;
+		pg_atomic_write_u64(&a->walker, 0);
 		pg_atomic_fetch_add_u32(&stream_shared->across_used, 1);
 	}
 	lost = stream_shared->lost;
@@ -336,7 +360,8 @@ StreamAcrossBegin(void)
  * A walk of every topic that began at lost ended, having searched the
  * positions of every topic with messages (or marked it held): if no
  * position that may have work was lost meanwhile, later claims across all
- * topics visit only the positions with work, until until.
+ * topics visit only the positions with work, until until; else one of them
+ * walks again.
  */
 void
 StreamAcrossComplete(uint64 lost, TimestampTz until)
@@ -350,10 +375,16 @@ StreamAcrossComplete(uint64 lost, TimestampTz until)
 	LWLockAcquire(stream_shared->position_lock, LW_EXCLUSIVE);
 	/* none when another table took its place meanwhile: notes were lost */
 	a = obx_across_slot(MyDatabaseId, relid, false);
-	if (a != NULL && stream_shared->lost == lost)
+	if (a != NULL)
 	{
+		/*
+		 * A finding that lost positions meanwhile is kept too: it is not
+		 * used (lost differs), but the next walks take turns.
+		 */
 		a->lost = lost;
 		a->until = until;
+		/* the turn ends: the next claim that finds the finding stale walks */
+		pg_atomic_write_u64(&a->walker, 0);
 	}
 	LWLockRelease(stream_shared->position_lock);
 }

@@ -20,8 +20,6 @@
 #include "outbox.h"
 #include "outbox_stream.h"
 
-#define STREAM_MAX_POSITIONS	1024
-
 /*
  * The longest topic: OUTBOX_NAME_MAX_CHARS characters (CheckName) of at
  * most MAX_MULTIBYTE_CHAR_LEN bytes each, 800 bytes.  The key holds its
@@ -55,6 +53,7 @@ typedef struct StreamAcross
 	Oid			relid;
 	uint64		lost;			/* StreamShared.lost when its last walk began */
 	TimestampTz until;			/* when the walk's finding goes stale */
+	pg_atomic_uint64 walker;	/* until when a claim walks to renew it */
 } StreamAcross;
 
 /* the positions that may make room next, found by one look at them all */
@@ -63,6 +62,7 @@ typedef struct StreamAcross
 typedef struct StreamShared
 {
 	LWLock	   *position_lock;	/* everything here, the positions' hash too */
+	int			max_positions;	/* outbox.claim_positions at server start */
 	uint64		lost;			/* topics with work that may lack a position */
 	pg_atomic_uint32 across_used;	/* tables in across[] (none: no notes) */
 	StreamAcross across[STREAM_ACROSS_TABLES];

@@ -1,5 +1,6 @@
-# Without shared_preload_libraries there is no worker: its settings refuse to
-# be set (55000, with a hint), worker_status() says why, and worker settings
+# Without shared_preload_libraries there is no worker: its settings (and
+# outbox.claim_positions, which sizes shared memory) refuse to be set
+# (55000, with a hint), worker_status() says why, and worker settings
 # left in postgresql.conf do not disturb the sessions that use the extension.
 use strict;
 use warnings;
@@ -13,6 +14,7 @@ $node->append_conf(
 	'postgresql.conf', qq{
 outbox.worker_databases = 'postgres'
 outbox.worker_naptime_ms = 250
+outbox.claim_positions = 4096
 });
 $node->start;
 
@@ -37,11 +39,13 @@ is($err, '', 'a new session that loads the library gets no warning');
 ($out, $err) = run(q{SELECT outbox.append('t', 'evt.test.t.v1', '{}') IS NOT NULL;
 SHOW outbox.worker_databases;
 SHOW outbox.worker_naptime_ms;
-SHOW outbox.worker_role});
-is($out, "t\npostgres\n250\n", 'SHOW prints the values from the file');
+SHOW outbox.worker_role;
+SHOW outbox.claim_positions});
+is($out, "t\npostgres\n250\n\n4096", 'SHOW prints the values from the file');
 
 foreach my $setting ("outbox.worker_databases = 'postgres'",
-	'outbox.worker_naptime_ms = 100', "outbox.worker_role = 'x'")
+	'outbox.worker_naptime_ms = 100', "outbox.worker_role = 'x'",
+	'outbox.claim_positions = 2048')
 {
 	my ($name) = $setting =~ /^(\S+)/;
 	($out, $err) = run("LOAD 'krizaka_outbox'; SET $setting");

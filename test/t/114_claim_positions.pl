@@ -1,0 +1,81 @@
+# outbox.claim_positions sizes the claim positions kept in shared memory.
+# With more topics claimed in turn than positions are kept, the least
+# recently used position makes room, and each claim of its topic reads the
+# topic from its first message kept; with enough positions every claim
+# starts from its topic's position.  Counted in index entries read by the
+# same claims, on the same rows, with 64 positions and then with 256.  The
+# setting takes effect at server start only, and a session is told so.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use OutboxTest;
+
+my $node = worker_node('positions', '', qq{
+autovacuum = off
+outbox.claim_positions = 64
+});
+$node->safe_psql('postgres', 'CREATE EXTENSION krizaka_outbox');
+is($node->safe_psql('postgres', 'SHOW outbox.claim_positions'), '64',
+	'the setting is read from the configuration');
+
+is( $node->safe_psql('postgres', q{
+		SELECT min_val, max_val, boot_val, context, unit IS NULL FROM pg_settings
+		 WHERE name = 'outbox.claim_positions'}),
+	'64|1048576|1024|postmaster|t', 'its range, default and context');
+
+my ($ret, $out, $err) = $node->psql('postgres', 'SET outbox.claim_positions = 128',
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err,
+	qr/ERROR:  55P02: parameter "outbox.claim_positions" cannot be changed without restarting the server/,
+	'a session cannot change it (55P02)');
+
+# 100 topics of 200 messages, the first 180 of each delivered; then 5
+# rounds that each claim and complete one message of every topic in turn.
+# Returns the index entries of outbox.message those 500 claims read.
+sub rounds
+{
+	$node->safe_psql('postgres', q{
+		TRUNCATE outbox.message;
+		SELECT count(outbox.append('t' || (i % 100), 'evt.t.v1', pg_catalog.jsonb_build_object('n', i)))
+		  FROM generate_series(0, 19999) i});
+	$node->safe_psql('postgres', join('',
+		map { "SELECT outbox.complete_many(ARRAY(SELECT id FROM outbox.claim('w', 't$_', 180)), 'w');\n" }
+		  0 .. 99));
+	my $before = message_index_reads($node, 'postgres');
+	my $claims = '';
+	for my $round (1 .. 5)
+	{
+		$claims .= "SELECT outbox.complete_many(ARRAY(SELECT id FROM outbox.claim('w', 't$_', 1)), 'w');\n"
+		  for 0 .. 99;
+	}
+	$node->safe_psql('postgres', $claims);
+	my $reads = message_index_reads($node, 'postgres') - $before;
+	is( $node->safe_psql('postgres', q{
+			SELECT count(DISTINCT topic) FILTER (WHERE n = 185) FROM (
+			  SELECT topic, count(*) AS n FROM outbox.message
+			   WHERE delivered_at IS NOT NULL GROUP BY topic) x}),
+		'100', 'every topic had 5 more messages claimed and delivered');
+	return $reads;
+}
+
+my $few = rounds();
+note("index entries read by 500 claims of 100 topics in turn, 64 positions: $few");
+
+$node->append_conf('postgresql.conf', 'outbox.claim_positions = 256');
+$node->restart;
+is($node->safe_psql('postgres', 'SHOW outbox.claim_positions'), '256',
+	'a restart applies a new value');
+my $enough = rounds();
+note("the same with 256 positions: $enough");
+
+# From the position a claim reads the 20 messages left at most; from the
+# first message kept it reads the 180 delivered ones too.
+cmp_ok($enough, '<', 500 * 60, 'with a position for each topic, claims start from it');
+cmp_ok($few, '>', 500 * 150, 'with too few, claims read their topics from the start');
+
+$node->stop;
+done_testing();

@@ -39,7 +39,8 @@
  *		transaction on another connection, reads public.bench_unrelated,
  *		and keeps it open for `hold` seconds.  SYSTEM is krizaka, krizaka2,
  *		krizakaa, plain or pgq as above (pgq: the queue is `topic` itself;
- *		krizakaa claims across all topics), whose workers poll
+ *		krizakaa claims across all topics), or krizakas: krizaka through
+ *		the named subscription "w8" of topic; their workers poll
  *		again after POLL_IDLE_MS when they get nothing, or krizaka-worker:
  *		the background worker delivers to a NOTIFY route and one listener
  *		on channel `topic` counts what arrives (consumed = delivered;
@@ -953,6 +954,9 @@ listen_worker(void *arg)
 	return NULL;
 }
 
+/* W8, krizakas: the named subscription its workers read */
+static char *w8_subscription[] = {"w8"};
+
 /* One reading of W8's counters, at t seconds into the run */
 typedef struct Reading
 {
@@ -1038,7 +1042,7 @@ cmd_w8(int argc, char **argv)
 
 	if (argc != 11 && !(argc == 12 && strcmp(argv[11], "nohold") == 0))
 	{
-		fprintf(stderr, "usage: driver w8 krizaka|krizaka2|krizakaa|krizaka-worker|plain|pgq conninfo topic workers batch clean hold recovery csv [nohold]\n");
+		fprintf(stderr, "usage: driver w8 krizaka|krizaka2|krizakaa|krizakas|krizaka-worker|plain|pgq conninfo topic workers batch clean hold recovery csv [nohold]\n");
 		return 2;
 	}
 	nohold = argc == 12;
@@ -1060,7 +1064,7 @@ cmd_w8(int argc, char **argv)
 	/* where each system counts what was produced, and where it keeps its queue */
 	listener = strcmp(system, "krizaka-worker") == 0;
 	if (strcmp(system, "krizaka") == 0 || strcmp(system, "krizaka2") == 0 ||
-		strcmp(system, "krizakaa") == 0 || listener)
+		strcmp(system, "krizakaa") == 0 || strcmp(system, "krizakas") == 0 || listener)
 		seq = "krizaka.orders_id_seq", schema = "outbox";
 	else if (strcmp(system, "plain") == 0)
 		seq = "plain.orders_id_seq", schema = "plain";
@@ -1099,7 +1103,8 @@ cmd_w8(int argc, char **argv)
 	memset(&sh, 0, sizeof(sh));
 	pthread_mutex_init(&sh.lock, NULL);
 	start_workers(w, th, workers, argv, batch, 0, &sh,
-				  listener ? listen_worker : pull_worker, NULL, 0);
+				  listener ? listen_worker : pull_worker, w8_subscription,
+				  strcmp(system, "krizakas") == 0 ? 1 : 0);
 	pthread_barrier_wait(&start_barrier);
 	start = now_ms();
 	take_reading(mon, &sh, start, &prev);

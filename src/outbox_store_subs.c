@@ -153,10 +153,14 @@ SAVED_STATEMENT(stmt_retry_topic_lock) = {
 SAVED_STATEMENT(stmt_retry_dead) = RETRY_DEAD("x.id OPERATOR(pg_catalog.=) $2", UUIDOID);
 SAVED_STATEMENT(stmt_retry_dead_topic) = RETRY_DEAD("$2::pg_catalog.bool", BOOLOID);
 
-/* each key's first row that is not dead, unblocked */
+/*
+ * Each key's first row that is not dead, unblocked.  The rows are found by
+ * their subscriptions and positions as arrays, which the primary key takes
+ * whole, then checked pair by pair: joined to p, a plan made on empty
+ * tables read every state row of the subscription for each key.
+ */
 SAVED_STATEMENT(stmt_promote) = {
-	"UPDATE outbox.subscription_state x SET blocked = false"
-	" FROM (SELECT h.sub_id, h.seq"
+	"WITH p AS MATERIALIZED (SELECT h.sub_id, h.seq"
 	"  FROM (SELECT DISTINCT k.sub_id, k.key"
 	"   FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[]),"
 	"    pg_catalog.unnest($2::pg_catalog.text[])) AS k(sub_id, key)) k"
@@ -165,8 +169,12 @@ SAVED_STATEMENT(stmt_promote) = {
 	"   WHERE y.sub_id OPERATOR(pg_catalog.=) k.sub_id"
 	"   AND y.ordering_key OPERATOR(pg_catalog.=) (k.key COLLATE pg_catalog.\"C\")"
 	"   AND y.dead_at IS NULL ORDER BY y.seq LIMIT 1) h"
-	"  WHERE h.blocked) p"
-	" WHERE x.sub_id OPERATOR(pg_catalog.=) p.sub_id AND x.seq OPERATOR(pg_catalog.=) p.seq",
+	"  WHERE h.blocked)"
+	" UPDATE outbox.subscription_state x SET blocked = false"
+	" WHERE x.sub_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.sub_id FROM p))"
+	" AND x.seq OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.seq FROM p))"
+	" AND EXISTS (SELECT 1 FROM p WHERE p.sub_id OPERATOR(pg_catalog.=) x.sub_id"
+	"  AND p.seq OPERATOR(pg_catalog.=) x.seq)",
 	SPI_OK_UPDATE, 2, {INT4ARRAYOID, TEXTARRAYOID}
 };
 

@@ -82,7 +82,7 @@ SAVED_STATEMENT(stmt_find_v15) = {
 
 /* $1 sub_id, $2 now, $3 max attempts, $4 low */
 SAVED_STATEMENT(stmt_dead_mark) = {
-	"WITH c AS (SELECT c.seq FROM outbox.subscription_state c"
+	"WITH c AS (SELECT c.ctid FROM outbox.subscription_state c"
 	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
 	"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
 	"  AND c.leased_until OPERATOR(pg_catalog.>) $4"
@@ -91,8 +91,7 @@ SAVED_STATEMENT(stmt_dead_mark) = {
 	" UPDATE outbox.subscription_state x SET dead_at = $2, leased_until = NULL, lease_owner = NULL,"
 	" last_error = pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s',"
 	"  x.lease_owner, x.attempts, $3)"
-	" WHERE x.sub_id OPERATOR(pg_catalog.=) $1"
-	" AND x.seq OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.seq FROM c))"
+	" WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.ctid FROM c))"
 	" RETURNING x.sub_id, x.ordering_key",
 	SPI_OK_UPDATE_RETURNING, 4, {INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
 };
@@ -102,21 +101,20 @@ SAVED_STATEMENT(stmt_dead_mark) = {
  * $1 sub_id, $2 now, $3 batch, $4 lease end, $5 owner, $6 topic, $7 max
  * attempts.
  *
- * The rows are looked up by their positions, the messages by their ids,
- * as arrays (= ANY (ARRAY(...))) that the primary keys take whole.
- * Joined to c and u instead, a generic plan made while the tables were
- * empty read every state row of the subscription for each row of c, and
- * the topic's whole stream for the messages: a read of the stream by
- * topic alone looks as cheap as any on empty tables, which is why the
- * message is not looked up by topic and position (TAP 144: 20,000 index
- * entries per claim once the topic held 20,000 messages).
+ * The rows are updated where c locked them (by ctid: a TID scan, the one
+ * plan there is), the messages looked up by their ids as an array that
+ * the primary key takes whole.  Joined to c and u instead, a generic plan
+ * made while the tables were empty read every state row of the
+ * subscription for each row of c, and the topic's whole stream for the
+ * messages: on empty tables a read by subscription or by topic alone
+ * looks as cheap as any (TAP 144: 20,000 index entries per claim once the
+ * topic held 20,000 messages).  c is the rows' ctids.
  */
 #define SUBS_LEASE_ROWS(c) \
 	"WITH c AS (" c "), " \
 	" u AS (UPDATE outbox.subscription_state x SET attempts = x.attempts OPERATOR(pg_catalog.+) 1," \
 	"  leased_until = $4, lease_owner = $5, available_at = $4" \
-	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1" \
-	"  AND x.seq OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.seq FROM c))" \
+	"  WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.ctid FROM c))" \
 	"  RETURNING x.id, x.attempts, x.leased_until, x.lease_owner, x.last_error)" \
 	" SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.available_at," \
 	" u.attempts, u.leased_until, u.lease_owner, NULL::pg_catalog.timestamptz," \
@@ -126,7 +124,7 @@ SAVED_STATEMENT(stmt_dead_mark) = {
 
 /* The due read: retries, schedules, revivals and unblocked key heads. */
 SAVED_STATEMENT(stmt_claim_due) = {
-	SUBS_LEASE_ROWS("SELECT c.seq FROM outbox.subscription_state c"
+	SUBS_LEASE_ROWS("SELECT c.ctid FROM outbox.subscription_state c"
 					"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.dead_at IS NULL"
 					"  AND NOT c.blocked AND NOT c.hole AND c.leased_until IS NULL"
 					"  AND c.available_at OPERATOR(pg_catalog.<=) $2"
@@ -140,7 +138,7 @@ SAVED_STATEMENT(stmt_claim_due) = {
  * the last one are for stmt_dead_mark).
  */
 SAVED_STATEMENT(stmt_claim_expired) = {
-	SUBS_LEASE_ROWS("SELECT c.seq FROM outbox.subscription_state c"
+	SUBS_LEASE_ROWS("SELECT c.ctid FROM outbox.subscription_state c"
 					"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
 					"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
 					"  AND c.leased_until OPERATOR(pg_catalog.>) $8"
@@ -198,6 +196,16 @@ SAVED_STATEMENT(stmt_claim_fresh) = {
 	 TIMESTAMPTZOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID}
 };
 
+/*
+ * The positions of alias a between the least and the greatest of the
+ * array arr: with the subscription, a range of the primary key that a plan
+ * takes as its index condition whatever the statistics (an array alone may
+ * be left to a filter over all the subscription's rows).
+ */
+#define SUBS_SEQ_WITHIN(a, arr) \
+	a ".seq OPERATOR(pg_catalog.>=) (SELECT pg_catalog.min(s) FROM pg_catalog.unnest(" arr ") s)" \
+	" AND " a ".seq OPERATOR(pg_catalog.<=) (SELECT pg_catalog.max(s) FROM pg_catalog.unnest(" arr ") s)"
+
 /* the first holes of a subscription: $1 sub_id, $2 how many */
 SAVED_STATEMENT(stmt_holes) = {
 	"SELECT seq FROM outbox.subscription_state"
@@ -211,7 +219,7 @@ SAVED_STATEMENT(stmt_holes_gone) = {
 	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.=) ANY ($2)"
 	"  AND c.hole FOR UPDATE SKIP LOCKED)"
 	" DELETE FROM outbox.subscription_state x"
-	" WHERE x.sub_id OPERATOR(pg_catalog.=) $1"
+	" WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_SEQ_WITHIN("x", "$2")
 	" AND x.seq OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.seq FROM c))"
 	" RETURNING x.sub_id, x.ordering_key",
 	SPI_OK_DELETE_RETURNING, 2, {INT4OID, INT8ARRAYOID}
@@ -225,10 +233,11 @@ SAVED_STATEMENT(stmt_holes_done) = {
 	"WITH r AS (SELECT x.seq, m.available_at,"
 	"   NOT x.blocked AND m.available_at OPERATOR(pg_catalog.<=) $4 AS take"
 	"  FROM outbox.subscription_state x JOIN outbox.message m ON m.id OPERATOR(pg_catalog.=) x.id"
-	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
+	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_SEQ_WITHIN("x", "$3")
+	"  AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
 	"  AND m.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT y.id FROM outbox.subscription_state y"
-	"   WHERE y.sub_id OPERATOR(pg_catalog.=) $1 AND y.seq OPERATOR(pg_catalog.=) ANY ($3)"
-	"   AND y.hole))"
+	"   WHERE y.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_SEQ_WITHIN("y", "$3")
+	"   AND y.seq OPERATOR(pg_catalog.=) ANY ($3) AND y.hole))"
 	"  AND x.hole FOR UPDATE OF x SKIP LOCKED),"
 	" u AS (UPDATE outbox.subscription_state x SET hole = false,"
 	"  available_at = CASE WHEN r.take THEN $5 ELSE r.available_at END,"
@@ -236,7 +245,7 @@ SAVED_STATEMENT(stmt_holes_done) = {
 	"  leased_until = CASE WHEN r.take THEN $5 END,"
 	"  lease_owner = CASE WHEN r.take THEN $6 END"
 	"  FROM r WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) r.seq"
-	"  AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
+	"  AND " SUBS_SEQ_WITHIN("x", "$3") " AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
 	"  RETURNING x.id, x.attempts, x.leased_until, x.lease_owner)"
 	" SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.available_at,"
 	" u.attempts, u.leased_until, u.lease_owner, NULL::pg_catalog.timestamptz,"

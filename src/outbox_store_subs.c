@@ -42,10 +42,16 @@
  * has a lease owner exactly while it is leased (a failure, a revival and
  * death clear it), so the lease's end is not tested: a test of it would
  * let the planner read a subscription's leases (subscription_state_lease_idx)
- * instead of the message's row (subscription_state_id_idx).
+ * instead of the message's row (subscription_state_id_idx).  For the same
+ * reason the row's subscription is compared as sub_id + 0, which no index
+ * of the state rows holds: a plan made on empty tables joined the
+ * subscription's row to every state row of it (the primary key by sub_id
+ * alone), and each completion read them all, under a held snapshot the
+ * deleted ones too.
  */
 #define SUBS_LEASE_HELD \
-	"s.sub_id OPERATOR(pg_catalog.=) x.sub_id AND s.name OPERATOR(pg_catalog.=) $2" \
+	"s.sub_id OPERATOR(pg_catalog.=) (x.sub_id OPERATOR(pg_catalog.+) 0)" \
+	" AND s.name OPERATOR(pg_catalog.=) $2" \
 	" AND x.lease_owner OPERATOR(pg_catalog.=) $3 AND x.dead_at IS NULL"
 
 #define COMPLETE(which, type) { \

@@ -491,6 +491,16 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 			args[4] = SubsArray(hid, NULL, nholes, UUIDOID);
 			args[8] = SubsArray(hkey, hkeynull, nholes, TEXTOID);
 			args[9] = SubsArray(havail, NULL, nholes, TIMESTAMPTZOID);
+
+			/*
+			 * Due is judged by the clock after the read: a message whose
+			 * append began after this claim did (its available_at) and
+			 * committed before the read is due, and leased now.  Judged
+			 * at the claim's start it got a state row to wait in, read
+			 * by the next claims through subscription_state_due_idx,
+			 * whose entries of leased rows a held snapshot keeps.
+			 */
+			args[5] = TimestampTzGetDatum(Max(req->now, GetCurrentTimestamp()));
 			(void) SpiExecute(&stmt_claim_fresh, args, nulls, false, 0);
 			got += SubsSinkRows(sink, &last);
 		}

@@ -196,16 +196,6 @@ SAVED_STATEMENT(stmt_claim_fresh) = {
 	 TIMESTAMPTZOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID}
 };
 
-/*
- * The positions of alias a between the least and the greatest of the
- * array arr: with the subscription, a range of the primary key that a plan
- * takes as its index condition whatever the statistics (an array alone may
- * be left to a filter over all the subscription's rows).
- */
-#define SUBS_SEQ_WITHIN(a, arr) \
-	a ".seq OPERATOR(pg_catalog.>=) (SELECT pg_catalog.min(s) FROM pg_catalog.unnest(" arr ") s)" \
-	" AND " a ".seq OPERATOR(pg_catalog.<=) (SELECT pg_catalog.max(s) FROM pg_catalog.unnest(" arr ") s)"
-
 /* the first holes of a subscription: $1 sub_id, $2 how many */
 SAVED_STATEMENT(stmt_holes) = {
 	"SELECT seq FROM outbox.subscription_state"
@@ -215,12 +205,11 @@ SAVED_STATEMENT(stmt_holes) = {
 
 /* holes whose append rolled back: $1 sub_id, $2 positions */
 SAVED_STATEMENT(stmt_holes_gone) = {
-	"WITH c AS (SELECT c.seq FROM outbox.subscription_state c"
-	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.=) ANY ($2)"
-	"  AND c.hole FOR UPDATE SKIP LOCKED)"
+	"WITH c AS (SELECT c.ctid FROM outbox.subscription_state c"
+	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_WITHIN("c.seq", "$2")
+	"  AND c.seq OPERATOR(pg_catalog.=) ANY ($2) AND c.hole FOR UPDATE SKIP LOCKED)"
 	" DELETE FROM outbox.subscription_state x"
-	" WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_SEQ_WITHIN("x", "$2")
-	" AND x.seq OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.seq FROM c))"
+	" WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.ctid FROM c))"
 	" RETURNING x.sub_id, x.ordering_key",
 	SPI_OK_DELETE_RETURNING, 2, {INT4OID, INT8ARRAYOID}
 };
@@ -233,10 +222,10 @@ SAVED_STATEMENT(stmt_holes_done) = {
 	"WITH r AS (SELECT x.seq, m.available_at,"
 	"   NOT x.blocked AND m.available_at OPERATOR(pg_catalog.<=) $4 AS take"
 	"  FROM outbox.subscription_state x JOIN outbox.message m ON m.id OPERATOR(pg_catalog.=) x.id"
-	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_SEQ_WITHIN("x", "$3")
+	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_WITHIN("x.seq", "$3")
 	"  AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
 	"  AND m.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT y.id FROM outbox.subscription_state y"
-	"   WHERE y.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_SEQ_WITHIN("y", "$3")
+	"   WHERE y.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_WITHIN("y.seq", "$3")
 	"   AND y.seq OPERATOR(pg_catalog.=) ANY ($3) AND y.hole))"
 	"  AND x.hole FOR UPDATE OF x SKIP LOCKED),"
 	" u AS (UPDATE outbox.subscription_state x SET hole = false,"
@@ -245,7 +234,7 @@ SAVED_STATEMENT(stmt_holes_done) = {
 	"  leased_until = CASE WHEN r.take THEN $5 END,"
 	"  lease_owner = CASE WHEN r.take THEN $6 END"
 	"  FROM r WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) r.seq"
-	"  AND " SUBS_SEQ_WITHIN("x", "$3") " AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
+	"  AND " SUBS_WITHIN("x.seq", "$3") " AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
 	"  RETURNING x.id, x.attempts, x.leased_until, x.lease_owner)"
 	" SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.available_at,"
 	" u.attempts, u.leased_until, u.lease_owner, NULL::pg_catalog.timestamptz,"

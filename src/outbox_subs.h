@@ -141,4 +141,15 @@ extern int	SubsClaimAcross(const ClaimRequest *req, text *name, TupleDesc tupdes
 extern void SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys);
 extern void SubsPromoteReturned(int subcol, int keycol);
 
+/*
+ * Column col (a position) between the least and the greatest of the array
+ * arr: with the subscription, a range of a primary key that a plan takes
+ * as its index condition whatever the statistics (an array alone may be
+ * left to a filter over every row of the subscription, the deleted ones a
+ * held snapshot keeps included).
+ */
+#define SUBS_WITHIN(col, arr) \
+	col " OPERATOR(pg_catalog.>=) (SELECT pg_catalog.min(s) FROM pg_catalog.unnest(" arr ") s)" \
+	" AND " col " OPERATOR(pg_catalog.<=) (SELECT pg_catalog.max(s) FROM pg_catalog.unnest(" arr ") s)"
+
 #endif							/* OUTBOX_SUBS_H */

@@ -53,19 +53,12 @@ SAVED_STATEMENT(stmt_insert) = {
 	SPI_OK_INSERT, 4, {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID}
 };
 
-/*
- * rows settled below the newest: $1 sub_id, $2 their next_seq, $3 and $4
- * the least and the greatest of them (a range of the primary key that a
- * plan takes as its index condition whatever the statistics: the array
- * alone was left to a filter over every row of the subscription, the
- * deleted ones that a held snapshot keeps included)
- */
+/* rows settled below the newest: $1 sub_id, $2 their next_seq */
 SAVED_STATEMENT(stmt_delete) = {
 	"DELETE FROM outbox.subscription_frontier"
-	" WHERE sub_id OPERATOR(pg_catalog.=) $1"
-	" AND next_seq OPERATOR(pg_catalog.>=) $3 AND next_seq OPERATOR(pg_catalog.<=) $4"
+	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_WITHIN("next_seq", "$2")
 	" AND next_seq OPERATOR(pg_catalog.=) ANY ($2)",
-	SPI_OK_DELETE, 4, {INT4OID, INT8ARRAYOID, INT8OID, INT8OID}
+	SPI_OK_DELETE, 2, {INT4OID, INT8ARRAYOID}
 };
 
 /*
@@ -363,14 +356,6 @@ SubsFrontierAdvance(SubsFrontier *f, int64 next, TimestampTz now)
 	{
 		args[1] = PointerGetDatum(construct_array(gone, ngone, INT8OID, 8,
 												  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		args[2] = args[3] = gone[0];
-		for (i = 1; i < ngone; i++)
-		{
-			if (DatumGetInt64(gone[i]) < DatumGetInt64(args[2]))
-				args[2] = gone[i];
-			if (DatumGetInt64(gone[i]) > DatumGetInt64(args[3]))
-				args[3] = gone[i];
-		}
 		(void) SpiExecute(&stmt_delete, args, NULL, false, 0);
 		SubsFrontierCollapsed(f->sub);
 	}

@@ -33,7 +33,9 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
@@ -196,11 +198,12 @@ SAVED_STATEMENT(stmt_claim_fresh) = {
 	 TIMESTAMPTZOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID}
 };
 
-/* the first holes of a subscription: $1 sub_id, $2 how many */
+/* the first holes of a subscription: $1 sub_id, $2 how many, $3 from */
 SAVED_STATEMENT(stmt_holes) = {
 	"SELECT seq FROM outbox.subscription_state"
-	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND hole ORDER BY seq LIMIT $2",
-	SPI_OK_SELECT, 2, {INT4OID, INT4OID}
+	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND hole AND seq OPERATOR(pg_catalog.>=) $3"
+	" ORDER BY seq LIMIT $2",
+	SPI_OK_SELECT, 3, {INT4OID, INT4OID, INT8OID}
 };
 
 /* holes whose append rolled back: $1 sub_id, $2 positions */
@@ -298,6 +301,59 @@ obx_lease_check_due(int32 sub, TimestampTz now, TimestampTz *low)
 	return true;
 }
 
+/*
+ * Where this backend's claims of a subscription start reading its holes.
+ * Each hole handed out or dropped leaves an entry in the holes' index that
+ * a held snapshot keeps, and a read from the first hole would pass them
+ * all, every claim.  No hole is ever made below the mark: holes are made
+ * only by reads of the log, under the subscription's lock, from the
+ * frontier's start on, or in a range a claim still in progress read,
+ * which its rollback leaves to be read again (SubsFrontierFloor).  Nor
+ * does one come back below it: the first hole a claim finds is taken
+ * before it hands out or drops any, so its rollback restores only holes
+ * at or above it, and a hole another transaction hands out is a hole to
+ * this one's snapshot until that one commits.  So the mark is the least
+ * of the frontier's floor, read first, and the first hole found after;
+ * and since no hole is made below any mark once set, the greatest mark
+ * set stands (claims run in READ COMMITTED: each read sees what committed
+ * before it).  A claim in a transaction that already handed out or
+ * dropped holes sets none: it no longer sees them, yet they come back if
+ * it rolls back.
+ * Keyed by the table too: a table made anew numbers its subscriptions
+ * from 1 again.
+ */
+typedef struct HoleMark
+{
+	Oid			relid;
+	int32		sub_id;
+	int64		from;
+	TransactionId changed;		/* the last transaction that changed its holes */
+} HoleMark;
+
+#define SUBS_HOLE_MARKS		16
+static HoleMark hole_marks[SUBS_HOLE_MARKS];
+static int	hole_marks_next = 0;
+
+static HoleMark *
+obx_hole_mark(int32 sub)
+{
+	Oid			relid = get_relname_relid("subscription_state",
+										  get_namespace_oid("outbox", false));
+	HoleMark   *m;
+	int			i;
+
+	for (i = 0; i < SUBS_HOLE_MARKS; i++)
+		if (hole_marks[i].relid == relid && hole_marks[i].sub_id == sub)
+			return &hole_marks[i];
+	m = &hole_marks[hole_marks_next];
+	hole_marks_next = (hole_marks_next + 1) % SUBS_HOLE_MARKS;
+	m->relid = relid;
+	m->sub_id = sub;
+	m->from = PG_INT64_MIN;
+	m->changed = InvalidTransactionId;
+	return m;
+}
+
 /* Make dead the leases that ran out on their last attempt; free their keys. */
 static void
 obx_dead_mark(Datum sub, const ClaimRequest *req, TimestampTz low)
@@ -313,13 +369,16 @@ obx_dead_mark(Datum sub, const ClaimRequest *req, TimestampTz low)
 }
 
 /*
- * Look again at the holes of the subscription: hand out those whose append
- * committed (at most want), drop those that rolled back.  Returns how many
- * were leased; *changed says whether any hole was handed out or dropped.
+ * Look again at the holes of the subscription from position from: hand
+ * out those whose append committed (at most want), drop those that rolled
+ * back.  Returns how many were leased; *changed says whether any hole was
+ * handed out or dropped, *first is the first hole found (PG_INT64_MAX:
+ * none).
  */
 static int
 obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
-				int want, SubsSink *sink, bool *changed)
+				int want, int64 from, SubsSink *sink, bool *changed,
+				int64 *first)
 {
 	Datum		args[6];
 	Datum	   *done;
@@ -338,6 +397,8 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	 */
 	args[0] = sub;
 	args[1] = Int32GetDatum(SUBS_MAX_HOLES);
+	args[2] = Int64GetDatum(from);
+	*first = PG_INT64_MAX;
 	n = (int) SpiExecute(&stmt_holes, args, NULL, false, 0);
 	if (n == 0)
 		return 0;
@@ -352,6 +413,7 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 		seqs[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
 											  SPI_tuptable->tupdesc, 1, &isnull));
 	}
+	*first = seqs[0];
 	SubsProbeStream(req->topic, seqs, n, states);
 	for (i = 0; i < n; i++)
 	{
@@ -371,7 +433,8 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 		return 0;
 	args[1] = PointerGetDatum(req->topic);
 	args[2] = SubsArray(done, NULL, ndone, INT8OID);
-	args[3] = TimestampTzGetDatum(req->now);
+	/* due by the clock after the probe, as in the fresh read (below) */
+	args[3] = TimestampTzGetDatum(Max(req->now, GetCurrentTimestamp()));
 	args[4] = TimestampTzGetDatum(lease_end);
 	args[5] = PointerGetDatum(req->owner);
 	(void) SpiExecute(&stmt_holes_done, args, NULL, false, 0);
@@ -405,6 +468,9 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	int			reads;
 	bool		keyed = false;
 	StreamEntry *entries;
+	HoleMark   *mark;
+	int64		lowest;
+	int64		first;
 
 	*waited = false;
 	if (holds_rows && !SubsTryLock(DatumGetInt32(sub)))
@@ -412,8 +478,24 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	if (!holds_rows)
 		*waited = SubsLock(DatumGetInt32(sub));
 	args[0] = sub;
-	got = obx_claim_holes(sub, req, lease_end, want, sink, &keyed);
+
+	/*
+	 * The frontier first: a claim that commits between the two reads is
+	 * then either still in progress in the frontier (its range counts for
+	 * the mark) or committed before the holes are read (they show its
+	 * holes).
+	 */
 	SubsFrontierRead(&f, DatumGetInt32(sub));
+	lowest = SubsFrontierFloor(&f);
+	mark = obx_hole_mark(DatumGetInt32(sub));
+	got = obx_claim_holes(sub, req, lease_end, want, mark->from, sink, &keyed,
+						  &first);
+	if (f.nrows > 0 &&
+		!(TransactionIdIsValid(mark->changed) &&
+		  TransactionIdEquals(mark->changed, GetTopTransactionIdIfAny())))
+		mark->from = Max(mark->from, Min(lowest, first));
+	if (keyed)
+		mark->changed = GetTopTransactionIdIfAny();
 
 	/*
 	 * After the lock: below the horizon every append has its row in.  Each

@@ -126,6 +126,7 @@ extern void SubsUnlock(int32 sub);
 extern void SubsLockMany(int n, Datum *sub_ids);
 extern void SubsFrontierRead(SubsFrontier *f, int32 sub);
 extern void SubsFrontierAdvance(SubsFrontier *f, int64 next, TimestampTz now);
+extern int64 SubsFrontierFloor(const SubsFrontier *f);
 extern void SubsWaitClaims(int32 sub);
 
 /* claiming (outbox_store_subs_claim.c) */

@@ -279,6 +279,24 @@ SubsFrontierRead(SubsFrontier *f, int32 sub)
 	}
 }
 
+/*
+ * Below what position of the log no claim will read again: where this one
+ * reads from, or the start of a range a claim still in progress read,
+ * which its rollback would leave to be read again.  (Read under the lock,
+ * after SubsFrontierRead: no other claim reads the log meanwhile.)
+ */
+int64
+SubsFrontierFloor(const SubsFrontier *f)
+{
+	int64		lowest = f->start;
+	int			i;
+
+	for (i = 0; i < f->nrows; i++)
+		if (TransactionIdIsValid(f->rows[i].inserting))
+			lowest = Min(lowest, f->rows[i].from);
+	return lowest;
+}
+
 /* Is row r settled: written by a transaction that committed, or by this one? */
 static inline bool
 obx_settled(const FrontierRow *r)

@@ -200,7 +200,7 @@ SAVED_STATEMENT(stmt_claim_fresh) = {
 
 /* the first holes of a subscription: $1 sub_id, $2 how many, $3 from */
 SAVED_STATEMENT(stmt_holes) = {
-	"SELECT seq FROM outbox.subscription_state"
+	"SELECT seq, id FROM outbox.subscription_state"
 	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND hole AND seq OPERATOR(pg_catalog.>=) $3"
 	" ORDER BY seq LIMIT $2",
 	SPI_OK_SELECT, 3, {INT4OID, INT4OID, INT8OID}
@@ -219,7 +219,8 @@ SAVED_STATEMENT(stmt_holes_gone) = {
 
 /*
  * Holes whose append committed, handed out like fresh messages: $1
- * sub_id, $2 topic, $3 positions, $4 now, $5 lease end, $6 owner.
+ * sub_id, $2 topic, $3 positions, $4 now, $5 lease end, $6 owner, $7 the
+ * ids of their messages (looked up by id, see SUBS_LEASE_ROWS).
  */
 SAVED_STATEMENT(stmt_holes_done) = {
 	"WITH r AS (SELECT x.seq, m.available_at,"
@@ -227,9 +228,7 @@ SAVED_STATEMENT(stmt_holes_done) = {
 	"  FROM outbox.subscription_state x JOIN outbox.message m ON m.id OPERATOR(pg_catalog.=) x.id"
 	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_WITHIN("x.seq", "$3")
 	"  AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
-	"  AND m.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT y.id FROM outbox.subscription_state y"
-	"   WHERE y.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_WITHIN("y.seq", "$3")
-	"   AND y.seq OPERATOR(pg_catalog.=) ANY ($3) AND y.hole))"
+	"  AND m.id OPERATOR(pg_catalog.=) ANY ($7)"
 	"  AND x.hole FOR UPDATE OF x SKIP LOCKED),"
 	" u AS (UPDATE outbox.subscription_state x SET hole = false,"
 	"  available_at = CASE WHEN r.take THEN $5 ELSE r.available_at END,"
@@ -244,8 +243,9 @@ SAVED_STATEMENT(stmt_holes_done) = {
 	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, m.seq, false, m.ordering_key"
 	" FROM u JOIN outbox.message m ON m.id OPERATOR(pg_catalog.=) u.id"
 	" WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT u.id FROM u)) ORDER BY m.seq",
-	SPI_OK_SELECT, 6,
-	{INT4OID, TEXTOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID}
+	SPI_OK_SELECT, 7,
+	{INT4OID, TEXTOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID,
+	 UUIDARRAYOID}
 };
 
 /*
@@ -380,9 +380,11 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 				int want, int64 from, SubsSink *sink, bool *changed,
 				int64 *first)
 {
-	Datum		args[6];
+	Datum		args[7];
 	Datum	   *done;
+	Datum	   *done_ids;
 	Datum	   *gone;
+	Datum	   *ids;
 	int64	   *seqs;
 	int		   *states;
 	int			ndone = 0;
@@ -405,20 +407,28 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	seqs = palloc(sizeof(int64) * n);
 	states = palloc(sizeof(int) * n);
 	done = palloc(sizeof(Datum) * n);
+	done_ids = palloc(sizeof(Datum) * n);
 	gone = palloc(sizeof(Datum) * n);
+	ids = palloc(sizeof(Datum) * n);
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
 
 		seqs[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
 											  SPI_tuptable->tupdesc, 1, &isnull));
+		ids[i] = datumCopy(SPI_getbinval(SPI_tuptable->vals[i],
+										 SPI_tuptable->tupdesc, 2, &isnull),
+						   false, UUID_LEN);
 	}
 	*first = seqs[0];
 	SubsProbeStream(req->topic, seqs, n, states);
 	for (i = 0; i < n; i++)
 	{
 		if (states[i] == STREAM_COMMITTED && ndone < want)
+		{
+			done_ids[ndone] = ids[i];
 			done[ndone++] = Int64GetDatum(seqs[i]);
+		}
 		else if (states[i] == STREAM_GONE)
 			gone[ngone++] = Int64GetDatum(seqs[i]);
 	}
@@ -437,6 +447,7 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	args[3] = TimestampTzGetDatum(Max(req->now, GetCurrentTimestamp()));
 	args[4] = TimestampTzGetDatum(lease_end);
 	args[5] = PointerGetDatum(req->owner);
+	args[6] = SubsArray(done_ids, NULL, ndone, UUIDOID);
 	(void) SpiExecute(&stmt_holes_done, args, NULL, false, 0);
 	return SubsSinkRows(sink, &last);
 }

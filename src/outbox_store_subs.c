@@ -88,34 +88,50 @@ SAVED_STATEMENT(stmt_release) = {
 	SPI_OK_UPDATE, 4, {UUIDARRAYOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}
 };
 
+/* the subscription $2 of topic $1 */
+SAVED_STATEMENT(stmt_next_due_find) = {
+	"SELECT sub_id FROM outbox.subscription"
+	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}
+};
+
 /*
- * When something of subscription $2 of topic $1 is next due after $3: a
- * state row that waits (a retry, a schedule, a lease that runs out), or
- * now when the log has messages it has not read.  A lease that ran out
- * already is due a second from now: claims look for such leases at most
- * once a second (outbox_store_subs_claim.c), so one that ran out just
- * after a look is taken by the first claim a second later, not the next
- * one, and the worker must not sleep past that.
+ * Has subscription $1 of topic $2 work now: messages of the log it has not
+ * read (from its first frontier row, at or after $3), or holes to look at
+ * again (at or after $4)?  The bounds are where this backend's claims
+ * found the first of each (SubsFrontierFrom, SubsHolesFrom): under a held
+ * snapshot both indexes keep an entry for every row claims deleted since.
  */
-SAVED_STATEMENT(stmt_next_due) = {
+SAVED_STATEMENT(stmt_next_due_now) = {
+	"SELECT EXISTS (SELECT 1 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) $2"
+	"  AND m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f"
+	"   WHERE f.sub_id OPERATOR(pg_catalog.=) $1 AND f.next_seq OPERATOR(pg_catalog.>=) $3"
+	"   ORDER BY f.next_seq LIMIT 1))"
+	" OR EXISTS (SELECT 1 FROM outbox.subscription_state x"
+	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.hole AND x.seq OPERATOR(pg_catalog.>=) $4)",
+	SPI_OK_SELECT, 4, {INT4OID, TEXTOID, INT8OID, INT8OID}
+};
+
+/*
+ * When a state row of subscription $1 that waits is next due after $2 (a
+ * retry, a schedule, a lease that runs out).  A lease that ran out already
+ * is due a second from now: claims look for such leases at most once a
+ * second (outbox_store_subs_claim.c), so one that ran out just after a
+ * look is taken by the first claim a second later, not the next one, and
+ * the worker must not sleep past that.  Leases that ran out before $3
+ * were seen by this backend's claims (SubsLeasesSeen).
+ */
+SAVED_STATEMENT(stmt_next_due_wait) = {
 	"SELECT LEAST("
 	" (SELECT pg_catalog.min(x.available_at) FROM outbox.subscription_state x"
-	"  WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL"
+	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.dead_at IS NULL"
 	"  AND NOT x.blocked AND NOT x.hole AND x.leased_until IS NULL),"
-	" (SELECT pg_catalog.min(CASE WHEN x.leased_until OPERATOR(pg_catalog.>) $3"
-	"   THEN x.leased_until ELSE $3 OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval END)"
+	" (SELECT pg_catalog.min(CASE WHEN x.leased_until OPERATOR(pg_catalog.>) $2"
+	"   THEN x.leased_until ELSE $2 OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval END)"
 	"  FROM outbox.subscription_state x"
-	"  WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL"
-	"  AND x.leased_until IS NOT NULL),"
-	" (SELECT $3 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic"
-	"  AND m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f"
-	"   WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)"
-	"  LIMIT 1),"
-	" (SELECT $3 FROM outbox.subscription_state x"
-	"  WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.hole LIMIT 1))"
-	" FROM outbox.subscription s"
-	" WHERE s.topic OPERATOR(pg_catalog.=) $1 AND s.name OPERATOR(pg_catalog.=) $2",
-	SPI_OK_SELECT, 3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+	"  WHERE x.leased_until OPERATOR(pg_catalog.>) $3 AND x.leased_until IS NOT NULL"
+	"  AND x.dead_at IS NULL AND x.sub_id OPERATOR(pg_catalog.=) $1))",
+	SPI_OK_SELECT, 3, {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 };
 
 SAVED_STATEMENT(stmt_extend) = {
@@ -388,22 +404,94 @@ SubsRelease(ArrayType *ids, text *owner, text *name, TimestampTz now)
 }
 
 /*
+ * When the state rows of a subscription that wait are next due, as this
+ * backend last found it: a few subscriptions, the least recently found
+ * replaced.  Under a held snapshot the indexes that answer keep an entry
+ * for every lease and retry done since, and the worker asks after each
+ * round, many times a second under load: it asks the tables at most once
+ * a second per subscription.
+ */
+typedef struct NextWait
+{
+	Oid			relid;
+	int32		sub_id;
+	TimestampTz found;			/* when */
+	TimestampTz next;			/* what (DT_NOEND: nothing waits) */
+} NextWait;
+
+#define SUBS_NEXT_WAITS		16
+#define SUBS_NEXT_WAIT_AGE	USECS_PER_SEC
+static NextWait next_waits[SUBS_NEXT_WAITS];
+
+static TimestampTz
+obx_next_wait(int32 sub, TimestampTz now)
+{
+	Oid			relid = get_relname_relid("subscription_state",
+										  get_namespace_oid("outbox", false));
+	NextWait   *w = NULL;
+	Datum		args[3];
+	Datum		next;
+	bool		isnull;
+	int			i;
+
+	for (i = 0; i < SUBS_NEXT_WAITS; i++)
+	{
+		if (next_waits[i].relid == relid && next_waits[i].sub_id == sub)
+		{
+			w = &next_waits[i];
+			break;
+		}
+		if (w == NULL || next_waits[i].found < w->found)
+			w = &next_waits[i];
+	}
+
+	/*
+	 * What was found less than a second ago and lay ahead then: the worker
+	 * looks again at most a second after that, for what became due
+	 * meanwhile (a retry's backoff, a new lease, both longer than that in
+	 * any use that matters).  What was due when found is looked at again.
+	 */
+	if (w->relid == relid && w->sub_id == sub && w->found <= now &&
+		now - w->found < SUBS_NEXT_WAIT_AGE && w->next > w->found)
+		return Min(w->next, w->found + SUBS_NEXT_WAIT_AGE);
+
+	args[0] = Int32GetDatum(sub);
+	args[1] = TimestampTzGetDatum(now);
+	args[2] = TimestampTzGetDatum(SubsLeasesSeen(sub, now));
+	if (!SpiRunFirstRow(&stmt_next_due_wait, args, NULL, &next, &isnull, 1) || isnull)
+		next = TimestampTzGetDatum(DT_NOEND);
+	w->relid = relid;
+	w->sub_id = sub;
+	w->found = now;
+	w->next = DatumGetTimestampTz(next);
+	return w->next;
+}
+
+/*
  * When something of subscription name of topic is next due (now at the
  * earliest; DT_NOEND: nothing), for the worker's wait.
  */
 TimestampTz
 SubsNextDue(text *topic, text *name, TimestampTz now)
 {
-	Datum		args[3];
-	Datum		next;
+	Datum		args[4];
+	Datum		value;
 	bool		isnull;
+	int32		sub;
 
 	args[0] = PointerGetDatum(topic);
 	args[1] = PointerGetDatum(name);
-	args[2] = TimestampTzGetDatum(now);
-	if (!SpiRunFirstRow(&stmt_next_due, args, NULL, &next, &isnull, 1) || isnull)
+	if (!SpiRunFirstRow(&stmt_next_due_find, args, NULL, &value, &isnull, 1) || isnull)
 		return DT_NOEND;
-	return Max(now, DatumGetTimestampTz(next));
+	sub = DatumGetInt32(value);
+	args[0] = Int32GetDatum(sub);
+	args[1] = PointerGetDatum(topic);
+	args[2] = Int64GetDatum(SubsFrontierFrom(sub));
+	args[3] = Int64GetDatum(SubsHolesFrom(sub));
+	if (SpiRunFirstRow(&stmt_next_due_now, args, NULL, &value, &isnull, 1) &&
+		!isnull && DatumGetBool(value))
+		return now;
+	return Max(now, obx_next_wait(sub, now));
 }
 
 /*

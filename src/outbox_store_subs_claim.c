@@ -354,6 +354,67 @@ obx_hole_mark(int32 sub)
 	return m;
 }
 
+/*
+ * The look at the leases of sub that ran out filled the claim's batch, and
+ * may have left some: the next claim looks again, from low.
+ */
+static void
+obx_lease_check_again(int32 sub, TimestampTz low)
+{
+	int			i;
+
+	for (i = 0; i < SUBS_LEASE_CHECKS; i++)
+	{
+		LeaseCheck *c = &lease_checks[i];
+
+		if (c->sub_id != sub)
+			continue;
+		if (low == DT_NOBEGIN)
+			c->full -= SUBS_LEASE_FULL_INTERVAL;
+		else
+			c->checked = low - SUBS_LEASE_CHECK_INTERVAL;
+	}
+}
+
+/*
+ * Before when every lease of subscription sub that ran out was seen by a
+ * claim of this backend (DT_NOBEGIN: not known): those are taken over,
+ * dead, or held by another transaction when the look came, which the look
+ * from the first, once a minute, finds.
+ */
+TimestampTz
+SubsLeasesSeen(int32 sub, TimestampTz now)
+{
+	int			i;
+
+	for (i = 0; i < SUBS_LEASE_CHECKS; i++)
+	{
+		const LeaseCheck *c = &lease_checks[i];
+
+		if (c->sub_id == sub && c->checked <= now && c->full <= now &&
+			now - c->full < SUBS_LEASE_FULL_INTERVAL)
+			return c->checked;
+	}
+	return DT_NOBEGIN;
+}
+
+/*
+ * Where this backend's claims of subscription sub read its holes from
+ * (PG_INT64_MIN: from the first); see HoleMark.
+ */
+int64
+SubsHolesFrom(int32 sub)
+{
+	Oid			relid = get_relname_relid("subscription_state",
+										  get_namespace_oid("outbox", false));
+	int			i;
+
+	for (i = 0; i < SUBS_HOLE_MARKS; i++)
+		if (hole_marks[i].relid == relid && hole_marks[i].sub_id == sub)
+			return hole_marks[i].from;
+	return PG_INT64_MIN;
+}
+
 /* Make dead the leases that ran out on their last attempt; free their keys. */
 static void
 obx_dead_mark(Datum sub, const ClaimRequest *req, TimestampTz low)
@@ -696,6 +757,8 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 		obx_dead_mark(sub, req, low);
 		(void) SpiExecute(&stmt_claim_expired, args, NULL, false, 0);
 		got = SubsSinkRows(sink, &last);
+		if (got >= req->batch_size)
+			obx_lease_check_again(DatumGetInt32(sub), low);
 	}
 	if (got < req->batch_size)
 	{

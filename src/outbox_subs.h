@@ -105,6 +105,7 @@ typedef struct FrontierRow
 } FrontierRow;
 
 extern int	SubsReadFrontier(int32 sub, FrontierRow *rows, int max, bool *chain);
+extern int64 SubsFrontierFrom(int32 sub);
 extern void SubsFrontierCollapsed(int32 sub);
 
 /* the frontier of a subscription and its lock (outbox_subs_frontier.c) */
@@ -133,6 +134,8 @@ extern void SubsWaitClaims(int32 sub);
 extern int	SubsClaimToTuplestore(const ClaimRequest *req, text *name,
 								  TupleDesc tupdesc, Tuplestorestate *store);
 extern int	SubsClaimMessages(const ClaimRequest *req, text *name, List **messages);
+extern int64 SubsHolesFrom(int32 sub);
+extern TimestampTz SubsLeasesSeen(int32 sub, TimestampTz now);
 
 /* claiming across topics (outbox_subs_across.c) */
 extern int	SubsClaimAcross(const ClaimRequest *req, text *name, TupleDesc tupdesc,

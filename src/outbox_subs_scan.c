@@ -487,6 +487,25 @@ obx_frontier_low(Oid relid, int32 sub)
 	return l;
 }
 
+/*
+ * Where this backend last found the first row of subscription sub's
+ * frontier (PG_INT64_MIN: from the start).
+ */
+int64
+SubsFrontierFrom(int32 sub)
+{
+	Oid			relid = get_relname_relid("subscription_frontier",
+										  get_namespace_oid("outbox", false));
+	int			i;
+
+	for (i = 0; i < FRONTIER_LOWS; i++)
+		if (frontier_lows[i].relid == relid && frontier_lows[i].sub == sub &&
+			!(TransactionIdIsValid(frontier_lows[i].collapsed) &&
+			  frontier_lows[i].collapsed == GetTopTransactionIdIfAny()))
+			return frontier_lows[i].low;
+	return PG_INT64_MIN;
+}
+
 /* This transaction deleted rows of the frontier of subscription sub. */
 void
 SubsFrontierCollapsed(int32 sub)

@@ -35,7 +35,6 @@
 
 #include "access/transam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
@@ -52,10 +51,6 @@
 
 /* at most this many reads of the log per claim (keys and schedules skipped) */
 #define SUBS_FRESH_READS	4
-
-/* how often a subscription's claims look for leases that ran out */
-#define SUBS_LEASE_CHECK_INTERVAL	USECS_PER_SEC
-#define SUBS_LEASE_FULL_INTERVAL	(60 * USECS_PER_SEC)
 
 /*
  * Whether a claim whose range holds no ordering key lets the next claim of
@@ -248,173 +243,6 @@ SAVED_STATEMENT(stmt_holes_done) = {
 	 UUIDARRAYOID}
 };
 
-/*
- * When this backend last looked for the leases of a subscription that ran
- * out: a few subscriptions, the least recently looked at replaced.
- */
-typedef struct LeaseCheck
-{
-	int32		sub_id;
-	TimestampTz checked;		/* every lease that ended before was seen */
-	TimestampTz full;			/* when the look last started from the first */
-} LeaseCheck;
-
-#define SUBS_LEASE_CHECKS	16
-static LeaseCheck lease_checks[SUBS_LEASE_CHECKS];
-
-/*
- * Is it time to look for the leases of subscription sub that ran out?  At
- * most once a second; *low is where the look starts: after the leases
- * that ended before the last look, which saw them (their index keeps the
- * entries of every lease completed since the oldest snapshot still held),
- * or from the first once a minute, for a lease that a look passed over
- * while another transaction held its row.
- */
-static bool
-obx_lease_check_due(int32 sub, TimestampTz now, TimestampTz *low)
-{
-	LeaseCheck *c = NULL;
-	int			i;
-
-	for (i = 0; i < SUBS_LEASE_CHECKS; i++)
-	{
-		if (lease_checks[i].sub_id == sub)
-		{
-			c = &lease_checks[i];
-			break;
-		}
-		if (c == NULL || lease_checks[i].checked < c->checked)
-			c = &lease_checks[i];
-	}
-	if (c->sub_id != sub || c->checked > now || c->full > now ||
-		now - c->full >= SUBS_LEASE_FULL_INTERVAL)
-	{
-		c->sub_id = sub;
-		c->full = now;
-		*low = DT_NOBEGIN;
-	}
-	else if (now - c->checked < SUBS_LEASE_CHECK_INTERVAL)
-		return false;
-	else
-		*low = c->checked;
-	c->checked = now;
-	return true;
-}
-
-/*
- * Where this backend's claims of a subscription start reading its holes.
- * Each hole handed out or dropped leaves an entry in the holes' index that
- * a held snapshot keeps, and a read from the first hole would pass them
- * all, every claim.  No hole is ever made below the mark: holes are made
- * only by reads of the log, under the subscription's lock, from the
- * frontier's start on, or in a range a claim still in progress read,
- * which its rollback leaves to be read again (SubsFrontierFloor).  Nor
- * does one come back below it: the first hole a claim finds is taken
- * before it hands out or drops any, so its rollback restores only holes
- * at or above it, and a hole another transaction hands out is a hole to
- * this one's snapshot until that one commits.  So the mark is the least
- * of the frontier's floor, read first, and the first hole found after;
- * and since no hole is made below any mark once set, the greatest mark
- * set stands (claims run in READ COMMITTED: each read sees what committed
- * before it).  A claim in a transaction that already handed out or
- * dropped holes sets none: it no longer sees them, yet they come back if
- * it rolls back.
- * Keyed by the table too: a table made anew numbers its subscriptions
- * from 1 again.
- */
-typedef struct HoleMark
-{
-	Oid			relid;
-	int32		sub_id;
-	int64		from;
-	TransactionId changed;		/* the last transaction that changed its holes */
-} HoleMark;
-
-#define SUBS_HOLE_MARKS		16
-static HoleMark hole_marks[SUBS_HOLE_MARKS];
-static int	hole_marks_next = 0;
-
-static HoleMark *
-obx_hole_mark(int32 sub)
-{
-	Oid			relid = get_relname_relid("subscription_state",
-										  get_namespace_oid("outbox", false));
-	HoleMark   *m;
-	int			i;
-
-	for (i = 0; i < SUBS_HOLE_MARKS; i++)
-		if (hole_marks[i].relid == relid && hole_marks[i].sub_id == sub)
-			return &hole_marks[i];
-	m = &hole_marks[hole_marks_next];
-	hole_marks_next = (hole_marks_next + 1) % SUBS_HOLE_MARKS;
-	m->relid = relid;
-	m->sub_id = sub;
-	m->from = PG_INT64_MIN;
-	m->changed = InvalidTransactionId;
-	return m;
-}
-
-/*
- * The look at the leases of sub that ran out filled the claim's batch, and
- * may have left some: the next claim looks again, from low.
- */
-static void
-obx_lease_check_again(int32 sub, TimestampTz low)
-{
-	int			i;
-
-	for (i = 0; i < SUBS_LEASE_CHECKS; i++)
-	{
-		LeaseCheck *c = &lease_checks[i];
-
-		if (c->sub_id != sub)
-			continue;
-		if (low == DT_NOBEGIN)
-			c->full -= SUBS_LEASE_FULL_INTERVAL;
-		else
-			c->checked = low - SUBS_LEASE_CHECK_INTERVAL;
-	}
-}
-
-/*
- * Before when every lease of subscription sub that ran out was seen by a
- * claim of this backend (DT_NOBEGIN: not known): those are taken over,
- * dead, or held by another transaction when the look came, which the look
- * from the first, once a minute, finds.
- */
-TimestampTz
-SubsLeasesSeen(int32 sub, TimestampTz now)
-{
-	int			i;
-
-	for (i = 0; i < SUBS_LEASE_CHECKS; i++)
-	{
-		const LeaseCheck *c = &lease_checks[i];
-
-		if (c->sub_id == sub && c->checked <= now && c->full <= now &&
-			now - c->full < SUBS_LEASE_FULL_INTERVAL)
-			return c->checked;
-	}
-	return DT_NOBEGIN;
-}
-
-/*
- * Where this backend's claims of subscription sub read its holes from
- * (PG_INT64_MIN: from the first); see HoleMark.
- */
-int64
-SubsHolesFrom(int32 sub)
-{
-	Oid			relid = get_relname_relid("subscription_state",
-										  get_namespace_oid("outbox", false));
-	int			i;
-
-	for (i = 0; i < SUBS_HOLE_MARKS; i++)
-		if (hole_marks[i].relid == relid && hole_marks[i].sub_id == sub)
-			return hole_marks[i].from;
-	return PG_INT64_MIN;
-}
-
 /* Make dead the leases that ran out on their last attempt; free their keys. */
 static void
 obx_dead_mark(Datum sub, const ClaimRequest *req, TimestampTz low)
@@ -559,7 +387,7 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	 */
 	SubsFrontierRead(&f, DatumGetInt32(sub));
 	lowest = SubsFrontierFloor(&f);
-	mark = obx_hole_mark(DatumGetInt32(sub));
+	mark = SubsHoleMark(DatumGetInt32(sub));
 	got = obx_claim_holes(sub, req, lease_end, want, mark->from, sink, &keyed,
 						  &first);
 	if (f.nrows > 0 &&
@@ -751,14 +579,14 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 	 * entries of every lease completed since the oldest snapshot still
 	 * held, and only this look reads them.
 	 */
-	if (obx_lease_check_due(DatumGetInt32(sub), req->now, &low))
+	if (SubsLeaseCheckDue(DatumGetInt32(sub), req->now, &low))
 	{
 		args[7] = TimestampTzGetDatum(low);
 		obx_dead_mark(sub, req, low);
 		(void) SpiExecute(&stmt_claim_expired, args, NULL, false, 0);
 		got = SubsSinkRows(sink, &last);
 		if (got >= req->batch_size)
-			obx_lease_check_again(DatumGetInt32(sub), low);
+			SubsLeaseCheckAgain(DatumGetInt32(sub), low);
 	}
 	if (got < req->batch_size)
 	{

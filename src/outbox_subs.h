@@ -134,7 +134,24 @@ extern void SubsWaitClaims(int32 sub);
 extern int	SubsClaimToTuplestore(const ClaimRequest *req, text *name,
 								  TupleDesc tupdesc, Tuplestorestate *store);
 extern int	SubsClaimMessages(const ClaimRequest *req, text *name, List **messages);
+
+/*
+ * Where this backend's claims of a subscription read its holes from
+ * (outbox_subs_marks.c, where the rule is).
+ */
+typedef struct HoleMark
+{
+	Oid			relid;
+	int32		sub_id;
+	int64		from;
+	TransactionId changed;		/* the last transaction that changed its holes */
+} HoleMark;
+
+/* what this backend remembers of the subscriptions (outbox_subs_marks.c) */
+extern HoleMark *SubsHoleMark(int32 sub);
 extern int64 SubsHolesFrom(int32 sub);
+extern bool SubsLeaseCheckDue(int32 sub, TimestampTz now, TimestampTz *low);
+extern void SubsLeaseCheckAgain(int32 sub, TimestampTz low);
 extern TimestampTz SubsLeasesSeen(int32 sub, TimestampTz now);
 
 /* claiming across topics (outbox_subs_across.c) */

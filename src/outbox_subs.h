@@ -106,6 +106,7 @@ typedef struct FrontierRow
 
 extern int	SubsReadFrontier(int32 sub, FrontierRow *rows, int max, bool *chain);
 extern int64 SubsFrontierFrom(int32 sub);
+extern int	SubsFrontierMarks(Datum **subs, Datum **froms);
 extern void SubsFrontierCollapsed(int32 sub);
 
 /* the frontier of a subscription and its lock (outbox_subs_frontier.c) */
@@ -153,6 +154,8 @@ extern int64 SubsHolesFrom(int32 sub);
 extern bool SubsLeaseCheckDue(int32 sub, TimestampTz now, TimestampTz *low);
 extern void SubsLeaseCheckAgain(int32 sub, TimestampTz low);
 extern TimestampTz SubsLeasesSeen(int32 sub, TimestampTz now);
+extern int	SubsHoleMarks(Datum **subs, Datum **froms);
+extern int	SubsLeaseMarks(TimestampTz now, Datum **subs, Datum **seen);
 
 /* claiming across topics (outbox_subs_across.c) */
 extern int	SubsClaimAcross(const ClaimRequest *req, text *name, TupleDesc tupdesc,

@@ -27,6 +27,15 @@
 #include "outbox_spi.h"
 #include "outbox_store_routes.h"
 #include "outbox_subs.h"
+#include "outbox_subs_sink.h"
+
+/*
+ * This backend's mark of subscription s in the arrays subs and marks, or
+ * none (the lowest value of its type).
+ */
+#define SUBS_MARK_OF(subs, marks, none) \
+	"COALESCE((SELECT k.mark FROM ROWS FROM (pg_catalog.unnest(" subs "), pg_catalog.unnest(" marks "))" \
+	" AS k(sub, mark) WHERE k.sub OPERATOR(pg_catalog.=) s.sub_id), " none ")"
 
 /*
  * $1 name, $2 now: the subscriptions of that name with work, by sub_id.
@@ -34,6 +43,13 @@
  * bitmap scans are allowed (a scan of its index by topic and name), but
  * no sequential scan, which the planner took for the state rows when it
  * planned on empty tables, and every claim would then read them all.
+ *
+ * The holes, the frontier and the leases that ran out are read from this
+ * backend's marks (outbox_subs_marks.c): $3 and $4 the subscriptions and
+ * where their holes start, $5 and $6 where their first frontier row is,
+ * $7 and $8 before when their leases that ran out were seen.  Under a held
+ * snapshot those indexes keep an entry for every row deleted since, and
+ * each claim would pass them all for every subscription of the name.
  */
 #define SUBS_WITH_WORK(routed) \
 	"SELECT s.sub_id, s.topic FROM outbox.subscription s" \
@@ -45,18 +61,28 @@
 	"   AND NOT x.blocked AND NOT x.hole AND x.leased_until IS NULL" \
 	"   AND x.available_at OPERATOR(pg_catalog.<=) $2)" \
 	"  OR EXISTS (SELECT 1 FROM outbox.subscription_state x" \
-	"   WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.hole)" \
+	"   WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.hole" \
+	"   AND x.seq OPERATOR(pg_catalog.>=) " \
+	SUBS_MARK_OF("$3", "$4", "'-9223372036854775808'::pg_catalog.int8") ")" \
 	"  OR EXISTS (SELECT 1 FROM outbox.subscription_state x" \
 	"   WHERE x.leased_until OPERATOR(pg_catalog.<=) $2 AND x.leased_until IS NOT NULL" \
+	"   AND x.leased_until OPERATOR(pg_catalog.>) " \
+	SUBS_MARK_OF("$7", "$8", "'-infinity'::pg_catalog.timestamptz") \
 	"   AND x.dead_at IS NULL AND x.sub_id OPERATOR(pg_catalog.=) s.sub_id)" \
 	"  OR EXISTS (SELECT 1 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic" \
 	"   AND m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f" \
-	"    WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)))" \
+	"    WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id AND f.next_seq OPERATOR(pg_catalog.>=) " \
+	SUBS_MARK_OF("$5", "$6", "'-9223372036854775808'::pg_catalog.int8") \
+	"    ORDER BY f.next_seq LIMIT 1)))" \
 	" ORDER BY s.sub_id"
+
+#define SUBS_WITH_WORK_TYPES \
+	{TEXTOID, TIMESTAMPTZOID, INT4ARRAYOID, INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, \
+	 INT4ARRAYOID, TIMESTAMPTZARRAYOID}
 
 SAVED_STATEMENT(stmt_with_work) = {
 	SUBS_WITH_WORK(""),
-	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP
+	SPI_OK_SELECT, 8, SUBS_WITH_WORK_TYPES, OBX_SCANS_INDEX_OR_BITMAP
 };
 
 /* 1.5: not those a route delivers */
@@ -64,7 +90,7 @@ SAVED_STATEMENT(stmt_with_work_v15) = {
 	SUBS_WITH_WORK(" AND NOT EXISTS (SELECT 1 FROM outbox.routes r"
 				   "  WHERE r.topic OPERATOR(pg_catalog.=) s.topic"
 				   "  AND r.subscription OPERATOR(pg_catalog.=) s.name)"),
-	SPI_OK_SELECT, 2, {TEXTOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP
+	SPI_OK_SELECT, 8, SUBS_WITH_WORK_TYPES, OBX_SCANS_INDEX_OR_BITMAP
 };
 
 /* the subscription this backend's last claim across topics served */
@@ -80,7 +106,10 @@ SubsClaimAcross(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 				Tuplestorestate *store)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	Datum		args[2];
+	Datum		args[8];
+	Datum	   *msubs;
+	Datum	   *marks;
+	int			nmarks;
 	int32	   *subs;
 	text	  **topics;
 	int			n;
@@ -90,6 +119,15 @@ SubsClaimAcross(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 
 	args[0] = PointerGetDatum(name);
 	args[1] = TimestampTzGetDatum(req->now);
+	nmarks = SubsHoleMarks(&msubs, &marks);
+	args[2] = SubsArray(msubs, NULL, nmarks, INT4OID);
+	args[3] = SubsArray(marks, NULL, nmarks, INT8OID);
+	nmarks = SubsFrontierMarks(&msubs, &marks);
+	args[4] = SubsArray(msubs, NULL, nmarks, INT4OID);
+	args[5] = SubsArray(marks, NULL, nmarks, INT8OID);
+	nmarks = SubsLeaseMarks(req->now, &msubs, &marks);
+	args[6] = SubsArray(msubs, NULL, nmarks, INT4OID);
+	args[7] = SubsArray(marks, NULL, nmarks, TIMESTAMPTZOID);
 	SpiConnect();
 	n = (int) SpiExecute(StoreRoutesPerSubscription() ? &stmt_with_work_v15 :
 						 &stmt_with_work, args, NULL, false, 0);

@@ -189,3 +189,52 @@ SubsHolesFrom(int32 sub)
 			return hole_marks[i].from;
 	return PG_INT64_MIN;
 }
+
+/*
+ * The hole marks of this backend, for a statement that reads several
+ * subscriptions: their sub_ids in *subs and marks in *froms (palloc'd, as
+ * int4 and int8 Datums).  Returns how many.
+ */
+int
+SubsHoleMarks(Datum **subs, Datum **froms)
+{
+	Oid			relid = get_relname_relid("subscription_state",
+										  get_namespace_oid("outbox", false));
+	int			n = 0;
+	int			i;
+
+	*subs = palloc(sizeof(Datum) * SUBS_HOLE_MARKS);
+	*froms = palloc(sizeof(Datum) * SUBS_HOLE_MARKS);
+	for (i = 0; i < SUBS_HOLE_MARKS; i++)
+	{
+		if (hole_marks[i].relid != relid || hole_marks[i].sub_id == 0)
+			continue;
+		(*subs)[n] = Int32GetDatum(hole_marks[i].sub_id);
+		(*froms)[n++] = Int64GetDatum(hole_marks[i].from);
+	}
+	return n;
+}
+
+/* The same for the lease looks, as SubsLeasesSeen tells them at now. */
+int
+SubsLeaseMarks(TimestampTz now, Datum **subs, Datum **seen)
+{
+	int			n = 0;
+	int			i;
+
+	*subs = palloc(sizeof(Datum) * SUBS_LEASE_CHECKS);
+	*seen = palloc(sizeof(Datum) * SUBS_LEASE_CHECKS);
+	for (i = 0; i < SUBS_LEASE_CHECKS; i++)
+	{
+		TimestampTz t;
+
+		if (lease_checks[i].sub_id == 0)
+			continue;
+		t = SubsLeasesSeen(lease_checks[i].sub_id, now);
+		if (t == DT_NOBEGIN)
+			continue;
+		(*subs)[n] = Int32GetDatum(lease_checks[i].sub_id);
+		(*seen)[n++] = TimestampTzGetDatum(t);
+	}
+	return n;
+}

@@ -506,6 +506,27 @@ SubsFrontierFrom(int32 sub)
 	return PG_INT64_MIN;
 }
 
+/* The same for every subscription this backend has a mark of (see SubsHoleMarks). */
+int
+SubsFrontierMarks(Datum **subs, Datum **froms)
+{
+	Oid			relid = get_relname_relid("subscription_frontier",
+										  get_namespace_oid("outbox", false));
+	int			n = 0;
+	int			i;
+
+	*subs = palloc(sizeof(Datum) * FRONTIER_LOWS);
+	*froms = palloc(sizeof(Datum) * FRONTIER_LOWS);
+	for (i = 0; i < FRONTIER_LOWS; i++)
+	{
+		if (frontier_lows[i].relid != relid || frontier_lows[i].sub == 0)
+			continue;
+		(*subs)[n] = Int32GetDatum(frontier_lows[i].sub);
+		(*froms)[n++] = Int64GetDatum(SubsFrontierFrom(frontier_lows[i].sub));
+	}
+	return n;
+}
+
 /* This transaction deleted rows of the frontier of subscription sub. */
 void
 SubsFrontierCollapsed(int32 sub)

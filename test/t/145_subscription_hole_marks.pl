@@ -13,8 +13,9 @@
 #     which then rolls back: the hole is back;
 #   - a hole that stays open while later holes are handed out.
 #
-# Then, with a snapshot held, claims read a bounded number of hole index
-# entries however many holes were handed out since.
+# Then, with a snapshot held, claims of the topic and across all topics
+# read a bounded number of index entries however many holes were handed
+# out since.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -149,6 +150,28 @@ my $after = $node->safe_psql('app', $reads);
 cmp_ok($after - $before, '<', 100,
 	'20 claims under the snapshot read ' . ($after - $before)
 	  . ' entries of the holes\' index, not the 300 handed out each');
+
+# the claim across all topics, which asks first which subscriptions of
+# the name have work (holes among it, and the frontier)
+my $frontier_reads = q{SELECT sum(idx_tup_read) FROM pg_stat_user_indexes
+	WHERE indexrelname IN ('subscription_state_hole_idx', 'subscription_frontier_pkey')};
+$before = $a->query_safe($frontier_reads);
+for (1 .. 20)
+{
+	$a->query_safe(q{SELECT count(*) FROM outbox.claim('a', NULL, 10, 30, 's')});
+}
+$a->query_safe('SELECT pg_stat_force_next_flush()');
+$after = $node->safe_psql('app', $frontier_reads);
+cmp_ok($after - $before, '<', 200,
+	'20 claims across all topics under the snapshot read ' . ($after - $before)
+	  . ' entries of the holes\' and the frontier\'s indexes');
+$q->query_safe('BEGIN');
+append($q, 'z1');
+is($a->query_safe(q{SELECT count(*) FROM outbox.claim('a', NULL, 10, 30, 's')}), '0',
+	'across all topics: z1 in progress, nothing');
+$q->query_safe('COMMIT');
+is($a->query_safe(q{SELECT string_agg(payload->>'n', ' ') FROM outbox.claim('a', NULL, 10, 30, 's')}),
+	'z1', 'across all topics: z1 committed, handed out');
 $hold->query_safe('COMMIT');
 
 $_->quit for ($a, $b, $p, $q, $hold);

@@ -426,8 +426,7 @@ static NextWait next_waits[SUBS_NEXT_WAITS];
 static TimestampTz
 obx_next_wait(int32 sub, TimestampTz now)
 {
-	Oid			relid = get_relname_relid("subscription_state",
-										  get_namespace_oid("outbox", false));
+	Oid			relid = SubsStateRelid();
 	NextWait   *w = NULL;
 	Datum		args[3];
 	Datum		next;

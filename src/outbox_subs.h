@@ -149,6 +149,7 @@ typedef struct HoleMark
 } HoleMark;
 
 /* what this backend remembers of the subscriptions (outbox_subs_marks.c) */
+extern Oid	SubsStateRelid(void);
 extern HoleMark *SubsHoleMark(int32 sub);
 extern int64 SubsHolesFrom(int32 sub);
 extern bool SubsLeaseCheckDue(int32 sub, TimestampTz now, TimestampTz *low);

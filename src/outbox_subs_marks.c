@@ -109,17 +109,33 @@ SubsLeaseCheckDue(int32 sub, TimestampTz now, TimestampTz *low)
 static HoleMark hole_marks[SUBS_HOLE_MARKS];
 static int	hole_marks_next = 0;
 
-HoleMark *
-SubsHoleMark(int32 sub)
+/* The table the marks are of: a table made anew numbers its subscriptions from 1 again. */
+Oid
+SubsStateRelid(void)
 {
-	Oid			relid = get_relname_relid("subscription_state",
-										  get_namespace_oid("outbox", false));
-	HoleMark   *m;
+	return get_relname_relid("subscription_state", get_namespace_oid("outbox", false));
+}
+
+/* The hole mark of subscription sub of table relid, or NULL. */
+static HoleMark *
+obx_hole_mark_find(Oid relid, int32 sub)
+{
 	int			i;
 
 	for (i = 0; i < SUBS_HOLE_MARKS; i++)
 		if (hole_marks[i].relid == relid && hole_marks[i].sub_id == sub)
 			return &hole_marks[i];
+	return NULL;
+}
+
+HoleMark *
+SubsHoleMark(int32 sub)
+{
+	Oid			relid = SubsStateRelid();
+	HoleMark   *m = obx_hole_mark_find(relid, sub);
+
+	if (m != NULL)
+		return m;
 	m = &hole_marks[hole_marks_next];
 	hole_marks_next = (hole_marks_next + 1) % SUBS_HOLE_MARKS;
 	m->relid = relid;
@@ -180,14 +196,9 @@ SubsLeasesSeen(int32 sub, TimestampTz now)
 int64
 SubsHolesFrom(int32 sub)
 {
-	Oid			relid = get_relname_relid("subscription_state",
-										  get_namespace_oid("outbox", false));
-	int			i;
+	HoleMark   *m = obx_hole_mark_find(SubsStateRelid(), sub);
 
-	for (i = 0; i < SUBS_HOLE_MARKS; i++)
-		if (hole_marks[i].relid == relid && hole_marks[i].sub_id == sub)
-			return hole_marks[i].from;
-	return PG_INT64_MIN;
+	return m != NULL ? m->from : PG_INT64_MIN;
 }
 
 /*
@@ -198,8 +209,7 @@ SubsHolesFrom(int32 sub)
 int
 SubsHoleMarks(Datum **subs, Datum **froms)
 {
-	Oid			relid = get_relname_relid("subscription_state",
-										  get_namespace_oid("outbox", false));
+	Oid			relid = SubsStateRelid();
 	int			n = 0;
 	int			i;
 

@@ -17,6 +17,15 @@
  * its commit: so a claim that adds a row behind a head, and the
  * completion of that head, never miss each other.
  *
+ * A completion or failure that may need that lock takes it before it
+ * changes any state row, never after.  The transaction holding it may wait
+ * for a row: a claim's FOR UPDATE SKIP LOCKED skips a row locked now, but
+ * of a row whose update committed after the claim's snapshot it waits for
+ * whoever changes the newer version.  A completion that deleted its rows
+ * and then waited for the lock closed that cycle (deadlock detected, the
+ * completion or the claim undone) under a few concurrent claimers of keyed
+ * messages.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -61,6 +70,25 @@
 	SPI_OK_DELETE_RETURNING, 3, {type, TEXTOID, TEXTOID} }
 SAVED_STATEMENT(stmt_complete) = COMPLETE("$1", UUIDOID);
 SAVED_STATEMENT(stmt_complete_many) = COMPLETE("ANY ($1)", UUIDARRAYOID);
+
+/*
+ * The subscriptions of the keyed rows a completion ($1 as in COMPLETE) or
+ * a failure that makes its row dead ($4) is about to change: their locks
+ * are taken first (obx_lock_keyed).
+ */
+#define KEYED_SUBS(which, type) { \
+	"SELECT DISTINCT x.sub_id FROM outbox.subscription_state x, outbox.subscription s" \
+	" WHERE x.id OPERATOR(pg_catalog.=) " which " AND " SUBS_LEASE_HELD \
+	" AND x.ordering_key IS NOT NULL", \
+	SPI_OK_SELECT, 3, {type, TEXTOID, TEXTOID} }
+SAVED_STATEMENT(stmt_complete_keyed) = KEYED_SUBS("$1", UUIDOID);
+SAVED_STATEMENT(stmt_complete_many_keyed) = KEYED_SUBS("ANY ($1)", UUIDARRAYOID);
+SAVED_STATEMENT(stmt_fail_keyed) = {
+	"SELECT x.sub_id FROM outbox.subscription_state x, outbox.subscription s"
+	" WHERE x.id OPERATOR(pg_catalog.=) $1 AND " SUBS_LEASE_HELD
+	" AND x.ordering_key IS NOT NULL AND ($4 OR x.attempts OPERATOR(pg_catalog.>=) $5)",
+	SPI_OK_SELECT, 5, {UUIDOID, TEXTOID, TEXTOID, BOOLOID, INT4OID}
+};
 
 SAVED_STATEMENT(stmt_fail_lock) = {
 	"SELECT x.sub_id, x.seq, x.attempts, x.ordering_key"
@@ -265,9 +293,36 @@ SubsPromoteReturned(int subcol, int keycol)
 	SubsPromoteKeys(nkeys, subs, keys);
 }
 
+/*
+ * Lock the subscriptions that keyed (run with args) returns, before the
+ * caller changes any state row: see the head of this file.  Runs inside
+ * the caller's SPI connection.
+ */
+static void
+obx_lock_keyed(SavedStatement *keyed, Datum *args)
+{
+	uint64		n = SpiExecute(keyed, args, NULL, false, 0);
+	Datum	   *subs;
+	uint64		i;
+
+	if (n == 0)
+		return;
+	subs = palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		subs[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
+								&isnull);
+	}
+	SubsLockMany((int) n, subs);
+	pfree(subs);
+}
+
 /* complete and complete_many: the rows go, the keys they held move on */
 static int64
-obx_complete(SavedStatement *stmt, Datum id, text *owner, text *name)
+obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, text *owner,
+			 text *name)
 {
 	Datum		args[3];
 	int64		done;
@@ -276,6 +331,7 @@ obx_complete(SavedStatement *stmt, Datum id, text *owner, text *name)
 	args[1] = PointerGetDatum(name);
 	args[2] = PointerGetDatum(owner);
 	SpiConnect();
+	obx_lock_keyed(keyed, args);
 	done = (int64) SpiExecute(stmt, args, NULL, false, 0);
 	if (done > 0)
 		SubsPromoteReturned(1, 2);
@@ -286,13 +342,15 @@ obx_complete(SavedStatement *stmt, Datum id, text *owner, text *name)
 bool
 SubsComplete(pg_uuid_t *id, text *owner, text *name)
 {
-	return obx_complete(&stmt_complete, UUIDPGetDatum(id), owner, name) > 0;
+	return obx_complete(&stmt_complete_keyed, &stmt_complete, UUIDPGetDatum(id), owner,
+						name) > 0;
 }
 
 int64
 SubsCompleteMany(ArrayType *ids, text *owner, text *name)
 {
-	return obx_complete(&stmt_complete_many, PointerGetDatum(ids), owner, name);
+	return obx_complete(&stmt_complete_many_keyed, &stmt_complete_many,
+						PointerGetDatum(ids), owner, name);
 }
 
 /*
@@ -326,7 +384,10 @@ SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now,
 	args[0] = UUIDPGetDatum(id);
 	args[1] = PointerGetDatum(name);
 	args[2] = PointerGetDatum(owner);
+	args[3] = BoolGetDatum(dead);
+	args[4] = Int32GetDatum(outbox_max_attempts);
 	SpiConnect();
+	obx_lock_keyed(&stmt_fail_keyed, args);
 	if (SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0)
 	{
 		SpiFinish();

@@ -15,8 +15,10 @@
  * the others hold it until the transaction ends.  Every message read
  * gets a state row: leased at once when it is due and its key's head,
  * else waiting for its available_at or behind its key.  The due read and
- * the look at leases that ran out take no lock: they lease rows that are
- * there, skipping those another claim holds.
+ * the look at leases that ran out lease rows that are there, skipping
+ * those another claim holds; they need no lock, but a claim takes the
+ * subscription's lock before them or never waits for it (see
+ * obx_subs_claim).
  *
  * The log is read with a dirty snapshot (outbox_subs_scan.c) below the gap
  * horizon (outbox_gap.c), so the frontier passes appends still in
@@ -78,13 +80,14 @@ SAVED_STATEMENT(stmt_find_v15) = {
 };
 
 /* $1 sub_id, $2 now, $3 max attempts, $4 low */
+#define SUBS_LAST_LEASE_OVER \
+	"c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL" \
+	"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2" \
+	"  AND c.leased_until OPERATOR(pg_catalog.>) $4" \
+	"  AND c.attempts OPERATOR(pg_catalog.>=) $3"
 SAVED_STATEMENT(stmt_dead_mark) = {
 	"WITH c AS (SELECT c.ctid FROM outbox.subscription_state c"
-	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
-	"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
-	"  AND c.leased_until OPERATOR(pg_catalog.>) $4"
-	"  AND c.attempts OPERATOR(pg_catalog.>=) $3"
-	"  FOR UPDATE SKIP LOCKED)"
+	"  WHERE " SUBS_LAST_LEASE_OVER " FOR UPDATE SKIP LOCKED)"
 	" UPDATE outbox.subscription_state x SET dead_at = $2, leased_until = NULL, lease_owner = NULL,"
 	" last_error = pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s',"
 	"  x.lease_owner, x.attempts, $3)"
@@ -243,7 +246,48 @@ SAVED_STATEMENT(stmt_holes_done) = {
 	 UUIDARRAYOID}
 };
 
-/* Make dead the leases that ran out on their last attempt; free their keys. */
+/* whether stmt_dead_mark (same arguments) has a row to make dead */
+SAVED_STATEMENT(stmt_dead_any) = {
+	"SELECT EXISTS (SELECT 1 FROM outbox.subscription_state c"
+	"  WHERE " SUBS_LAST_LEASE_OVER ")",
+	SPI_OK_SELECT, 4, {INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
+};
+
+/*
+ * Is anything of subscription $1 due at $2 for the due read, or (when $3,
+ * the look at leases that ran out) for that look ($4 low, $5 max
+ * attempts)?  Read without a lock.
+ */
+SAVED_STATEMENT(stmt_due_now) = {
+	"SELECT EXISTS (SELECT 1 FROM outbox.subscription_state c"
+	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.dead_at IS NULL"
+	"  AND NOT c.blocked AND NOT c.hole AND c.leased_until IS NULL"
+	"  AND c.available_at OPERATOR(pg_catalog.<=) $2)"
+	" OR ($3 AND EXISTS (SELECT 1 FROM outbox.subscription_state c"
+	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
+	"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
+	"  AND c.leased_until OPERATOR(pg_catalog.>) $4"
+	"  AND c.attempts OPERATOR(pg_catalog.<) $5))",
+	SPI_OK_SELECT, 5, {INT4OID, TIMESTAMPTZOID, BOOLOID, TIMESTAMPTZOID, INT4OID}
+};
+
+/* the first column of the first row of the last statement, a boolean */
+static bool
+obx_first_bool(void)
+{
+	bool		isnull;
+	Datum		d;
+
+	if (SPI_processed == 0)
+		return false;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return !isnull && DatumGetBool(d);
+}
+
+/*
+ * Make dead the leases that ran out on their last attempt; free their keys.
+ * The caller holds the subscription's lock.
+ */
 static void
 obx_dead_mark(Datum sub, const ClaimRequest *req, TimestampTz low)
 {
@@ -342,22 +386,15 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 }
 
 /*
- * Read the log from the frontier, under the subscription's lock: the holes
- * first, then up to want messages leased, in at most SUBS_FRESH_READS
- * reads.  The lock is released before the transaction ends when nothing
- * read had an ordering key.  Returns how many were leased; *waited says
- * whether the lock was held by another transaction.
- *
- * A claim that already leased rows (the due read) does not wait for the
- * lock: it holds those rows, and the transaction holding the lock may be
- * waiting for one of them (an owner completing a message whose lease ran
- * out and that this claim took over, after its claim of keyed messages
- * took the lock until its commit).  It returns what it has instead; the
- * next claim reads the log.
+ * Read the log from the frontier, under the subscription's lock (taken by
+ * the caller): the holes first, then up to want messages leased, in at
+ * most SUBS_FRESH_READS reads.  The lock is released before the
+ * transaction ends when nothing read had an ordering key.  Returns how
+ * many were leased.
  */
 static int
 obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
-				int want, bool holds_rows, SubsSink *sink, bool *waited)
+				int want, SubsSink *sink)
 {
 	Datum		args[10];
 	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
@@ -372,11 +409,6 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	int64		lowest;
 	int64		first;
 
-	*waited = false;
-	if (holds_rows && !SubsTryLock(DatumGetInt32(sub)))
-		return 0;
-	if (!holds_rows)
-		*waited = SubsLock(DatumGetInt32(sub));
 	args[0] = sub;
 
 	/*
@@ -511,10 +543,13 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 	bool		paused_null;
 	bool		routed_null;
 	TimestampTz paused;
-	TimestampTz low;
+	TimestampTz low = DT_NOBEGIN;
 	int64		last;
 	TimestampTz lease_end = req->now + (int64) req->lease_seconds * USECS_PER_SEC;
 	int			got;
+	int32		sub32;
+	bool		look;
+	bool		locked = false;
 
 	SpiConnect();
 	args[0] = PointerGetDatum(req->topic);
@@ -565,6 +600,7 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 		return 0;
 	}
 
+	sub32 = DatumGetInt32(sub);
 	args[0] = sub;
 	args[1] = TimestampTzGetDatum(req->now);
 	args[2] = Int32GetDatum(req->batch_size);
@@ -579,14 +615,66 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 	 * entries of every lease completed since the oldest snapshot still
 	 * held, and only this look reads them.
 	 */
-	if (SubsLeaseCheckDue(DatumGetInt32(sub), req->now, &low))
+	look = SubsLeaseCheckDue(sub32, req->now, &low);
+	args[7] = TimestampTzGetDatum(low);
+
+	/*
+	 * The subscription's lock, for the read of the log (and for leases made
+	 * dead, which may free a key), is taken before this claim changes any
+	 * state row, or not waited for at all.  A claim's FOR UPDATE SKIP
+	 * LOCKED skips a row locked now, but of a row whose update committed
+	 * after its snapshot it locks the newer version, waiting for whoever
+	 * changes it: a claim that leased or only so locked rows and then
+	 * waited for the lock could wait for a transaction that holds the lock
+	 * and waits for one of those rows (a completion, which takes the lock
+	 * first; outbox_store_subs.c).  So: the lock if it is free; else, when
+	 * something is due, the due read without it (and the log only if the
+	 * lock is free by then); else wait for it first.  The transaction
+	 * holding it may be a claim of keyed messages, which holds it until
+	 * its commit: what that commit makes due (a key's next message) is
+	 * then read after the wait.
+	 */
+	if (look)
 	{
-		args[7] = TimestampTzGetDatum(low);
-		obx_dead_mark(sub, req, low);
+		Datum		dargs[4];
+
+		dargs[0] = sub;
+		dargs[1] = TimestampTzGetDatum(req->now);
+		dargs[2] = Int32GetDatum(req->max_attempts);
+		dargs[3] = TimestampTzGetDatum(low);
+		(void) SpiExecute(&stmt_dead_any, dargs, NULL, false, 1);
+		if (obx_first_bool())
+		{
+			(void) SubsLock(sub32);
+			locked = true;
+			obx_dead_mark(sub, req, low);
+		}
+	}
+	if (!locked)
+		locked = SubsTryLock(sub32);
+	if (!locked)
+	{
+		Datum		nargs[5];
+
+		nargs[0] = sub;
+		nargs[1] = TimestampTzGetDatum(req->now);
+		nargs[2] = BoolGetDatum(look);
+		nargs[3] = TimestampTzGetDatum(low);
+		nargs[4] = Int32GetDatum(req->max_attempts);
+		(void) SpiExecute(&stmt_due_now, nargs, NULL, false, 1);
+		if (!obx_first_bool())
+		{
+			(void) SubsLock(sub32);
+			locked = true;
+		}
+	}
+
+	if (look)
+	{
 		(void) SpiExecute(&stmt_claim_expired, args, NULL, false, 0);
 		got = SubsSinkRows(sink, &last);
 		if (got >= req->batch_size)
-			SubsLeaseCheckAgain(DatumGetInt32(sub), low);
+			SubsLeaseCheckAgain(sub32, low);
 	}
 	if (got < req->batch_size)
 	{
@@ -594,24 +682,12 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 		(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
 		got += SubsSinkRows(sink, &last);
 	}
-	if (got < req->batch_size)
-	{
-		bool		waited;
-
-		got += obx_claim_fresh(sub, req, lease_end, req->batch_size - got,
-							   got > 0, sink, &waited);
-
-		/*
-		 * What the transaction this claim waited for made due (a key's
-		 * next message, unblocked by its completion) is due now.
-		 */
-		if (waited && got < req->batch_size)
-		{
-			args[2] = Int32GetDatum(req->batch_size - got);
-			(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
-			got += SubsSinkRows(sink, &last);
-		}
-	}
+	if (got < req->batch_size && !locked)
+		locked = SubsTryLock(sub32);
+	if (got < req->batch_size && locked)
+		got += obx_claim_fresh(sub, req, lease_end, req->batch_size - got, sink);
+	else if (locked)
+		SubsUnlock(sub32);
 	SpiFinish();
 	return got;
 }

@@ -175,6 +175,7 @@ obx_claim_request(FunctionCallInfo fcinfo, int argno, ClaimRequest *req)
 	req->max_attempts = outbox_max_attempts;
 	req->by_route = false;
 	req->across = false;
+	req->no_wait = false;
 }
 
 /*

@@ -44,6 +44,7 @@ DrainClaimRequest(DrainState *st, OutboxRoute *route, int size,
 	req->now = GetCurrentTimestamp();
 	req->by_route = true;
 	req->across = false;
+	req->no_wait = false;
 
 	/* a named subscription's claims need what its pull claims need */
 	if (route->subscription != NULL)

@@ -36,6 +36,9 @@ typedef struct ClaimRequest
 	bool		across;			/* part of a claim across topics: a named
 								 * subscription that is gone, expired or
 								 * routed meanwhile yields nothing */
+	bool		no_wait;		/* never wait for a named subscription's
+								 * lock (a later one of a claim across
+								 * topics: the claim may hold rows) */
 } ClaimRequest;
 
 /*

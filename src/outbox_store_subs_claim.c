@@ -628,11 +628,11 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 	 * waited for the lock could wait for a transaction that holds the lock
 	 * and waits for one of those rows (a completion, which takes the lock
 	 * first; outbox_store_subs.c).  So: the lock if it is free; else, when
-	 * something is due, the due read without it (and the log only if the
-	 * lock is free by then); else wait for it first.  The transaction
-	 * holding it may be a claim of keyed messages, which holds it until
-	 * its commit: what that commit makes due (a key's next message) is
-	 * then read after the wait.
+	 * something is due (or the claim may not wait: req->no_wait), the due
+	 * read without it (and the log only if the lock is free by then); else
+	 * wait for it first.  The transaction holding it may be a claim of
+	 * keyed messages, which holds it until its commit: what that commit
+	 * makes due (a key's next message) is then read after the wait.
 	 */
 	if (look)
 	{
@@ -645,14 +645,20 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 		(void) SpiExecute(&stmt_dead_any, dargs, NULL, false, 1);
 		if (obx_first_bool())
 		{
-			(void) SubsLock(sub32);
-			locked = true;
-			obx_dead_mark(sub, req, low);
+			if (req->no_wait)
+				locked = SubsTryLock(sub32);
+			else
+			{
+				(void) SubsLock(sub32);
+				locked = true;
+			}
+			if (locked)
+				obx_dead_mark(sub, req, low);
 		}
 	}
 	if (!locked)
 		locked = SubsTryLock(sub32);
-	if (!locked)
+	if (!locked && !req->no_wait)
 	{
 		Datum		nargs[5];
 

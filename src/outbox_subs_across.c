@@ -159,6 +159,16 @@ SubsClaimAcross(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 		one.topic = topics[k];
 		one.batch_size = req->batch_size - got;
 		one.across = true;
+
+		/*
+		 * The first subscription's claim may wait for its lock, holding
+		 * nothing yet; a later one's claim may hold rows of the ones
+		 * before (leased, or locked by a due read), so it only tries the
+		 * lock: waiting for it there could close a cycle with the holder,
+		 * which may be waiting for one of those rows
+		 * (outbox_store_subs_claim.c).
+		 */
+		one.no_wait = i > 0;
 		got += SubsClaimToTuplestore(&one, name, tupdesc, store);
 		last_served = subs[k];
 	}

@@ -72,23 +72,18 @@ SAVED_STATEMENT(stmt_complete) = COMPLETE("$1", UUIDOID);
 SAVED_STATEMENT(stmt_complete_many) = COMPLETE("ANY ($1)", UUIDARRAYOID);
 
 /*
- * The subscriptions of the keyed rows a completion ($1 as in COMPLETE) or
- * a failure that makes its row dead ($4) is about to change: their locks
- * are taken first (obx_lock_keyed).
+ * The subscriptions of the keyed rows ($1 as in COMPLETE) a completion
+ * ($4 true) or a failure is about to change, a failure's only when it
+ * makes its row dead ($4: it does whatever the attempts; else from $5
+ * attempts on): their locks are taken first (obx_lock_keyed).
  */
 #define KEYED_SUBS(which, type) { \
 	"SELECT DISTINCT x.sub_id FROM outbox.subscription_state x, outbox.subscription s" \
 	" WHERE x.id OPERATOR(pg_catalog.=) " which " AND " SUBS_LEASE_HELD \
-	" AND x.ordering_key IS NOT NULL", \
-	SPI_OK_SELECT, 3, {type, TEXTOID, TEXTOID} }
-SAVED_STATEMENT(stmt_complete_keyed) = KEYED_SUBS("$1", UUIDOID);
-SAVED_STATEMENT(stmt_complete_many_keyed) = KEYED_SUBS("ANY ($1)", UUIDARRAYOID);
-SAVED_STATEMENT(stmt_fail_keyed) = {
-	"SELECT x.sub_id FROM outbox.subscription_state x, outbox.subscription s"
-	" WHERE x.id OPERATOR(pg_catalog.=) $1 AND " SUBS_LEASE_HELD
-	" AND x.ordering_key IS NOT NULL AND ($4 OR x.attempts OPERATOR(pg_catalog.>=) $5)",
-	SPI_OK_SELECT, 5, {UUIDOID, TEXTOID, TEXTOID, BOOLOID, INT4OID}
-};
+	" AND x.ordering_key IS NOT NULL AND ($4 OR x.attempts OPERATOR(pg_catalog.>=) $5)", \
+	SPI_OK_SELECT, 5, {type, TEXTOID, TEXTOID, BOOLOID, INT4OID} }
+SAVED_STATEMENT(stmt_keyed) = KEYED_SUBS("$1", UUIDOID);
+SAVED_STATEMENT(stmt_keyed_many) = KEYED_SUBS("ANY ($1)", UUIDARRAYOID);
 
 SAVED_STATEMENT(stmt_fail_lock) = {
 	"SELECT x.sub_id, x.seq, x.attempts, x.ordering_key"
@@ -294,9 +289,9 @@ SubsPromoteReturned(int subcol, int keycol)
 }
 
 /*
- * Lock the subscriptions that keyed (run with args) returns, before the
- * caller changes any state row: see the head of this file.  Runs inside
- * the caller's SPI connection.
+ * Lock the subscriptions that keyed (stmt_keyed or stmt_keyed_many, run
+ * with args) returns, before the caller changes any state row: see the
+ * head of this file.  Runs inside the caller's SPI connection.
  */
 static void
 obx_lock_keyed(SavedStatement *keyed, Datum *args)
@@ -324,12 +319,14 @@ static int64
 obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, text *owner,
 			 text *name)
 {
-	Datum		args[3];
+	Datum		args[5];
 	int64		done;
 
 	args[0] = id;
 	args[1] = PointerGetDatum(name);
 	args[2] = PointerGetDatum(owner);
+	args[3] = BoolGetDatum(true);
+	args[4] = Int32GetDatum(0);
 	SpiConnect();
 	obx_lock_keyed(keyed, args);
 	done = (int64) SpiExecute(stmt, args, NULL, false, 0);
@@ -342,14 +339,14 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, text *owner,
 bool
 SubsComplete(pg_uuid_t *id, text *owner, text *name)
 {
-	return obx_complete(&stmt_complete_keyed, &stmt_complete, UUIDPGetDatum(id), owner,
+	return obx_complete(&stmt_keyed, &stmt_complete, UUIDPGetDatum(id), owner,
 						name) > 0;
 }
 
 int64
 SubsCompleteMany(ArrayType *ids, text *owner, text *name)
 {
-	return obx_complete(&stmt_complete_many_keyed, &stmt_complete_many,
+	return obx_complete(&stmt_keyed_many, &stmt_complete_many,
 						PointerGetDatum(ids), owner, name);
 }
 
@@ -387,7 +384,7 @@ SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now,
 	args[3] = BoolGetDatum(dead);
 	args[4] = Int32GetDatum(outbox_max_attempts);
 	SpiConnect();
-	obx_lock_keyed(&stmt_fail_keyed, args);
+	obx_lock_keyed(&stmt_keyed, args);
 	if (SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0)
 	{
 		SpiFinish();

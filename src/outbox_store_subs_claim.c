@@ -285,11 +285,12 @@ obx_first_bool(void)
 }
 
 /*
- * Make dead the leases that ran out on their last attempt; free their keys.
- * The caller holds the subscription's lock.
+ * Run stmt_dead_any (!mark: whether a lease that ran out on its last
+ * attempt is there to make dead) or stmt_dead_mark (mark: make them dead,
+ * free their keys; the caller holds the subscription's lock).
  */
-static void
-obx_dead_mark(Datum sub, const ClaimRequest *req, TimestampTz low)
+static bool
+obx_dead(Datum sub, const ClaimRequest *req, TimestampTz low, bool mark)
 {
 	Datum		args[4];
 
@@ -297,8 +298,14 @@ obx_dead_mark(Datum sub, const ClaimRequest *req, TimestampTz low)
 	args[1] = TimestampTzGetDatum(req->now);
 	args[2] = Int32GetDatum(req->max_attempts);
 	args[3] = TimestampTzGetDatum(low);
+	if (!mark)
+	{
+		(void) SpiExecute(&stmt_dead_any, args, NULL, false, 1);
+		return obx_first_bool();
+	}
 	if (SpiExecute(&stmt_dead_mark, args, NULL, false, 0) > 0)
 		SubsPromoteReturned(1, 2);
+	return true;
 }
 
 /*
@@ -634,27 +641,17 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 	 * keyed messages, which holds it until its commit: what that commit
 	 * makes due (a key's next message) is then read after the wait.
 	 */
-	if (look)
+	if (look && obx_dead(sub, req, low, false))
 	{
-		Datum		dargs[4];
-
-		dargs[0] = sub;
-		dargs[1] = TimestampTzGetDatum(req->now);
-		dargs[2] = Int32GetDatum(req->max_attempts);
-		dargs[3] = TimestampTzGetDatum(low);
-		(void) SpiExecute(&stmt_dead_any, dargs, NULL, false, 1);
-		if (obx_first_bool())
+		if (req->no_wait)
+			locked = SubsTryLock(sub32);
+		else
 		{
-			if (req->no_wait)
-				locked = SubsTryLock(sub32);
-			else
-			{
-				(void) SubsLock(sub32);
-				locked = true;
-			}
-			if (locked)
-				obx_dead_mark(sub, req, low);
+			(void) SubsLock(sub32);
+			locked = true;
 		}
+		if (locked)
+			(void) obx_dead(sub, req, low, true);
 	}
 	if (!locked)
 		locked = SubsTryLock(sub32);

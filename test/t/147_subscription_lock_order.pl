@@ -56,35 +56,25 @@ SELECT outbox.append('g', 'evt.g.v1', '{}');
 COMMIT;
 });
 # claim (and hold the claim's transaction open a moment, as a worker that
-# records what it got does), then fail one in eight and complete the rest,
-# each in a transaction of its own
-append_to_file($apart, q{
+# records what it got does), then fail one in eight and complete the rest
+my $claim = q{
 \set f random(1, 8)
 BEGIN;
 WITH c AS (SELECT id FROM outbox.claim('w' || :client_id, 'g', 10, 30, 's'))
 INSERT INTO got SELECT :client_id, id FROM c;
 SELECT pg_sleep(random() * 0.003);
-COMMIT;
+};
+my $work = q{
 WITH f AS (DELETE FROM got WHERE owner = :client_id AND :f = 1
              AND id = (SELECT id FROM got WHERE owner = :client_id LIMIT 1) RETURNING id)
 SELECT count(outbox.fail(id, 'w' || :client_id, 'boom', 's')) FROM f;
 WITH d AS (DELETE FROM got WHERE owner = :client_id RETURNING id)
 SELECT outbox.complete_many(coalesce((SELECT array_agg(id) FROM d), '{}'), 'w' || :client_id, 's');
-});
-# the same in one transaction: the claim's lock is held by the completion
-append_to_file($together, q{
-\set f random(1, 8)
-BEGIN;
-WITH c AS (SELECT id FROM outbox.claim('w' || :client_id, 'g', 10, 30, 's'))
-INSERT INTO got SELECT :client_id, id FROM c;
-SELECT pg_sleep(random() * 0.003);
-WITH f AS (DELETE FROM got WHERE owner = :client_id AND :f = 1
-             AND id = (SELECT id FROM got WHERE owner = :client_id LIMIT 1) RETURNING id)
-SELECT count(outbox.fail(id, 'w' || :client_id, 'boom', 's')) FROM f;
-WITH d AS (DELETE FROM got WHERE owner = :client_id RETURNING id)
-SELECT outbox.complete_many(coalesce((SELECT array_agg(id) FROM d), '{}'), 'w' || :client_id, 's');
-COMMIT;
-});
+};
+# the failure and the completion each in a transaction of their own
+append_to_file($apart, $claim . "COMMIT;\n" . $work);
+# all in one transaction: the claim's lock is held by the completion
+append_to_file($together, $claim . $work . "COMMIT;\n");
 
 my $connstr = $node->connstr('app');
 my $producers = IPC::Run::start(

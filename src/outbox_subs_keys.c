@@ -57,10 +57,10 @@ obx_same_key(const StreamEntry *a, const StreamEntry *b)
 }
 
 /*
- * The state rows of key before position seq in subscription sub, as the
- * open scan shows them: KEY_FREE (none), KEY_WAITS (one at least, settled:
- * the message will wait behind it) or KEY_UNSETTLED (one that another
- * transaction in progress inserts or changes).
+ * The first state row of key before position seq in subscription sub, as
+ * the open scan shows it: KEY_FREE (none), KEY_WAITS (settled: the message
+ * will wait behind it) or KEY_UNSETTLED (another transaction in progress
+ * inserts or changes it, *changer).
  */
 #define KEY_FREE		0
 #define KEY_WAITS		1
@@ -78,16 +78,12 @@ obx_key_rows(IndexScanDesc scan, TupleTableSlot *slot, SnapshotData *dirty,
 	ScanKeyEntryInitialize(&keys[2], 0, 3, BTLessStrategyNumber, InvalidOid,
 						   InvalidOid, F_INT8LT, Int64GetDatum(seq));
 	index_rescan(scan, keys, 3, NULL, 0);
-	while (index_getnext_slot(scan, ForwardScanDirection, slot))
-	{
-		if (TransactionIdIsValid(dirty->xmin) || TransactionIdIsValid(dirty->xmax))
-		{
-			*changer = TransactionIdIsValid(dirty->xmin) ? dirty->xmin : dirty->xmax;
-			return KEY_UNSETTLED;
-		}
+	if (!index_getnext_slot(scan, ForwardScanDirection, slot))
+		return KEY_FREE;
+	if (!TransactionIdIsValid(dirty->xmin) && !TransactionIdIsValid(dirty->xmax))
 		return KEY_WAITS;
-	}
-	return KEY_FREE;
+	*changer = TransactionIdIsValid(dirty->xmin) ? dirty->xmin : dirty->xmax;
+	return KEY_UNSETTLED;
 }
 
 /*

@@ -153,9 +153,12 @@ obx_cmp_int32(const void *a, const void *b)
 static void
 obx_lock_many(int n, Datum *sub_ids, bool lock)
 {
-	Datum	   *sorted = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *sorted;
 	int			i;
 
+	if (n <= 0)
+		return;
+	sorted = palloc(sizeof(Datum) * n);
 	memcpy(sorted, sub_ids, sizeof(Datum) * n);
 	qsort(sorted, n, sizeof(Datum), obx_cmp_int32);
 	for (i = 0; i < n; i++)

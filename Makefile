@@ -55,10 +55,8 @@ OBJS = \
 	src/outbox_store_subs_claim.o \
 	src/outbox_subs_across.o \
 	src/outbox_subs_frontier.o \
-	src/outbox_subs_keys.o \
 	src/outbox_subs_manage.o \
 	src/outbox_subs_marks.o \
-	src/outbox_subs_read.o \
 	src/outbox_subs_scan.o \
 	src/outbox_subs_sink.o \
 	src/outbox_stream.o \

@@ -12,13 +12,10 @@
  * completion deletes it.  Of the rows of one ordering key the first (in
  * position order) that is not dead is the key's head; the others are
  * blocked.  Whenever a head leaves (completed, dead), the next one is
- * unblocked under the subscription's lock (outbox_subs_frontier.c).  A
- * claim that adds a row behind a head holds that lock until it commits, so
- * the completion of that head sees the row; the completion gives the lock
- * back once its rows are changed, and a claim that reads a later message
- * of the key meanwhile finds the rows it changes in progress and leaves
- * that message for a later claim (outbox_subs_keys.c): the two never miss
- * each other.
+ * unblocked under the subscription's lock (outbox_subs_frontier.c), held
+ * until commit, which a claim that reads an ordering key also holds until
+ * its commit: so a claim that adds a row behind a head, and the
+ * completion of that head, never miss each other.
  *
  * A completion or failure that may need that lock takes it before it
  * changes any state row, never after.  The transaction holding it may wait
@@ -259,7 +256,6 @@ SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys)
 											  TYPALIGN_INT));
 	SubsLockMany(nkeys, sub_ids);
 	(void) SpiExecute(&stmt_promote, args, NULL, false, 0);
-	SubsUnlockMany(nkeys, sub_ids);
 }
 
 /*
@@ -295,29 +291,27 @@ SubsPromoteReturned(int subcol, int keycol)
 /*
  * Lock the subscriptions that keyed (stmt_keyed or stmt_keyed_many, run
  * with args) returns, before the caller changes any state row: see the
- * head of this file.  Runs inside the caller's SPI connection.  Returns
- * how many rows it locked for, their subscriptions in *subs, for
- * SubsUnlockMany once the caller's rows are changed.
+ * head of this file.  Runs inside the caller's SPI connection.
  */
-static int
-obx_lock_keyed(SavedStatement *keyed, Datum *args, Datum **subs)
+static void
+obx_lock_keyed(SavedStatement *keyed, Datum *args)
 {
 	uint64		n = SpiExecute(keyed, args, NULL, false, 0);
+	Datum	   *subs;
 	uint64		i;
 
-	*subs = NULL;
 	if (n == 0)
-		return 0;
-	*subs = palloc(sizeof(Datum) * n);
+		return;
+	subs = palloc(sizeof(Datum) * n);
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
 
-		(*subs)[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
-								   &isnull);
+		subs[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
+								&isnull);
 	}
-	SubsLockMany((int) n, *subs);
-	return (int) n;
+	SubsLockMany((int) n, subs);
+	pfree(subs);
 }
 
 /* complete and complete_many: the rows go, the keys they held move on */
@@ -327,8 +321,6 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, text *owner,
 {
 	Datum		args[5];
 	int64		done;
-	Datum	   *subs;
-	int			nsubs;
 
 	args[0] = id;
 	args[1] = PointerGetDatum(name);
@@ -336,11 +328,10 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, text *owner,
 	args[3] = BoolGetDatum(true);
 	args[4] = Int32GetDatum(0);
 	SpiConnect();
-	nsubs = obx_lock_keyed(keyed, args, &subs);
+	obx_lock_keyed(keyed, args);
 	done = (int64) SpiExecute(stmt, args, NULL, false, 0);
 	if (done > 0)
 		SubsPromoteReturned(1, 2);
-	SubsUnlockMany(nsubs, subs);
 	SpiFinish();
 	return done;
 }
@@ -386,8 +377,6 @@ SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now,
 	int32		attempts;
 	Datum		sub;
 	Datum		key;
-	Datum	   *subs;
-	int			nsubs;
 
 	args[0] = UUIDPGetDatum(id);
 	args[1] = PointerGetDatum(name);
@@ -395,10 +384,9 @@ SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now,
 	args[3] = BoolGetDatum(dead);
 	args[4] = Int32GetDatum(outbox_max_attempts);
 	SpiConnect();
-	nsubs = obx_lock_keyed(&stmt_keyed, args, &subs);
+	obx_lock_keyed(&stmt_keyed, args);
 	if (SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0)
 	{
-		SubsUnlockMany(nsubs, subs);
 		SpiFinish();
 		return false;
 	}
@@ -432,7 +420,6 @@ SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now,
 	(void) SpiExecute(&stmt_fail_update, args, nulls, false, 0);
 	if (nulls[3] == 'n' && !keynull)
 		SubsPromoteKeys(1, &sub, &key);
-	SubsUnlockMany(nsubs, subs);
 	SpiFinish();
 
 	ereport(LOG,

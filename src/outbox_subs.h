@@ -95,10 +95,6 @@ extern int64 StreamAdvance(text *topic, int64 from, int64 upto,
 
 extern void StreamProbeHoles(text *topic, const int64 *seqs, int n, int *states);
 
-/* the keyed messages a claim read, against their keys' rows (outbox_subs_keys.c) */
-extern int	SubsProbeKeys(int32 sub, const StreamEntry *entries, int n, bool *waits,
-						  TransactionId *changer);
-
 /* a row of outbox.subscription_frontier as a dirty snapshot shows it */
 typedef struct FrontierRow
 {
@@ -129,13 +125,10 @@ typedef struct SubsFrontier
 extern bool SubsLock(int32 sub);
 extern bool SubsTryLock(int32 sub);
 extern void SubsUnlock(int32 sub);
-extern bool SubsHeld(int32 sub);
 extern void SubsLockMany(int n, Datum *sub_ids);
-extern void SubsUnlockMany(int n, Datum *sub_ids);
 extern void SubsFrontierRead(SubsFrontier *f, int32 sub);
 extern void SubsFrontierAdvance(SubsFrontier *f, int64 next, TimestampTz now);
 extern int64 SubsFrontierFloor(const SubsFrontier *f);
-extern TransactionId SubsFrontierRolledBack(const SubsFrontier *f);
 extern void SubsWaitClaims(int32 sub);
 
 /* claiming (outbox_store_subs_claim.c) */

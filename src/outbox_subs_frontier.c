@@ -112,21 +112,6 @@ SubsTryLock(int32 sub)
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
-/* Does this transaction hold the lock of subscription sub? */
-bool
-SubsHeld(int32 sub)
-{
-	LOCKTAG		tag;
-	LockAcquireResult got;
-
-	obx_lock_tag(&tag, sub);
-	got = LockAcquire(&tag, ExclusiveLock, false, true);
-	if (got == LOCKACQUIRE_NOT_AVAIL)
-		return false;
-	(void) LockRelease(&tag, ExclusiveLock, false);
-	return got != LOCKACQUIRE_OK;
-}
-
 void
 SubsUnlock(int32 sub)
 {
@@ -145,44 +130,19 @@ obx_cmp_int32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/*
- * The locks of the n subscriptions sub_ids (in any order, repeats allowed):
- * taken (lock), or given back once each (SubsUnlockMany, with the same
- * sub_ids).
- */
-static void
-obx_lock_many(int n, Datum *sub_ids, bool lock)
-{
-	Datum	   *sorted;
-	int			i;
-
-	if (n <= 0)
-		return;
-	sorted = palloc(sizeof(Datum) * n);
-	memcpy(sorted, sub_ids, sizeof(Datum) * n);
-	qsort(sorted, n, sizeof(Datum), obx_cmp_int32);
-	for (i = 0; i < n; i++)
-	{
-		if (i > 0 && DatumGetInt32(sorted[i]) == DatumGetInt32(sorted[i - 1]))
-			continue;
-		if (lock)
-			(void) SubsLock(DatumGetInt32(sorted[i]));
-		else
-			SubsUnlock(DatumGetInt32(sorted[i]));
-	}
-	pfree(sorted);
-}
-
+/* The locks of the n subscriptions sub_ids (in any order, repeats allowed). */
 void
 SubsLockMany(int n, Datum *sub_ids)
 {
-	obx_lock_many(n, sub_ids, true);
-}
+	Datum	   *sorted = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
 
-void
-SubsUnlockMany(int n, Datum *sub_ids)
-{
-	obx_lock_many(n, sub_ids, false);
+	memcpy(sorted, sub_ids, sizeof(Datum) * n);
+	qsort(sorted, n, sizeof(Datum), obx_cmp_int32);
+	for (i = 0; i < n; i++)
+		if (i == 0 || DatumGetInt32(sorted[i]) != DatumGetInt32(sorted[i - 1]))
+			(void) SubsLock(DatumGetInt32(sorted[i]));
+	pfree(sorted);
 }
 
 /*
@@ -335,29 +295,6 @@ SubsFrontierFloor(const SubsFrontier *f)
 		if (TransactionIdIsValid(f->rows[i].inserting))
 			lowest = Min(lowest, f->rows[i].from);
 	return lowest;
-}
-
-/*
- * A claim whose range lies below f's start, in progress when f was read,
- * that has rolled back since (or InvalidTransactionId): its range is left
- * to be read again, before anything after it.  (Asked after the read's
- * keys were probed: a claim still in progress then showed its rows to the
- * probe, one that ended showed them or rolled back before.)
- */
-TransactionId
-SubsFrontierRolledBack(const SubsFrontier *f)
-{
-	int			i;
-
-	for (i = 0; i < f->at; i++)
-	{
-		TransactionId xid = f->rows[i].inserting;
-
-		if (TransactionIdIsValid(xid) && !TransactionIdIsInProgress(xid) &&
-			!TransactionIdDidCommit(xid))
-			return xid;
-	}
-	return InvalidTransactionId;
 }
 
 /* Is row r settled: written by a transaction that committed, or by this one? */

@@ -2,8 +2,7 @@
  *
  * outbox_subs_sink.h
  *		Where the claim of a named subscription puts the rows it leased,
- *		and the arrays its statements take (outbox_subs_sink.c); its read
- *		of the log (outbox_subs_read.c).
+ *		and the arrays its statements take (outbox_subs_sink.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -37,8 +36,5 @@ extern void SubsSinkTuplestore(SubsSink *sink, TupleDesc tupdesc,
 extern void SubsSinkList(SubsSink *sink, List **messages);
 extern int	SubsSinkRows(SubsSink *sink, int64 *last);
 extern Datum SubsArray(Datum *elems, bool *nulls, int n, Oid typid);
-
-extern int	SubsClaimLog(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
-						 int want, SubsSink *sink, TransactionId *changer);
 
 #endif							/* OUTBOX_SUBS_SINK_H */

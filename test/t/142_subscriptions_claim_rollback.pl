@@ -111,17 +111,19 @@ is($node->safe_psql('app', q{
 	SELECT count(*) FROM outbox.message m WHERE NOT EXISTS (SELECT FROM got g WHERE g.id = m.id)}),
 	'0', 'every committed message was claimed by a claim that committed')
   or diag($node->safe_psql('app', q{
-	SELECT 'unclaimed ' || string_agg(m.seq || ':' || coalesce(m.ordering_key, '-') || ':'
-	       || coalesce((SELECT CASE WHEN x.blocked THEN 'blocked' WHEN x.hole THEN 'hole'
-	                               WHEN x.lease_owner IS NOT NULL THEN 'leased' ELSE 'waiting' END
-	                      FROM outbox.subscription_state x WHERE x.id = m.id), 'unread'), ' ' ORDER BY m.seq)
-	       || '; frontier ' || (SELECT string_agg(coalesce(from_seq::text, '-') || '..' || next_seq, ' '
-	                                              ORDER BY next_seq) FROM outbox.subscription_frontier)
-	       || '; key rows ' || coalesce((SELECT string_agg(x.seq || ':' || x.ordering_key || ':' || x.blocked, ' '
-	                                                      ORDER BY x.seq) FROM outbox.subscription_state x
-	                                      WHERE x.ordering_key IN (SELECT m2.ordering_key FROM outbox.message m2
-	                                        WHERE NOT EXISTS (SELECT FROM got g WHERE g.id = m2.id))), '')
-	  FROM outbox.message m WHERE NOT EXISTS (SELECT FROM got g WHERE g.id = m.id)}));
+	WITH left_over AS (SELECT m.id, m.seq, m.ordering_key FROM outbox.message m
+	                    WHERE NOT EXISTS (SELECT FROM got g WHERE g.id = m.id))
+	SELECT 'unclaimed ' || (SELECT string_agg(l.seq || ':' || coalesce(l.ordering_key, '-') || ':'
+	         || coalesce((SELECT CASE WHEN x.blocked THEN 'blocked' WHEN x.hole THEN 'hole'
+	                                  WHEN x.lease_owner IS NOT NULL THEN 'leased' ELSE 'waiting' END
+	                        FROM outbox.subscription_state x WHERE x.id = l.id), 'unread'),
+	         ' ' ORDER BY l.seq) FROM left_over l)
+	    || '; frontier ' || (SELECT string_agg(coalesce(from_seq::text, '-') || '..' || next_seq, ' '
+	                                           ORDER BY next_seq) FROM outbox.subscription_frontier)
+	    || '; key rows ' || coalesce((SELECT string_agg(x.seq || ':' || x.ordering_key || ':' || x.blocked,
+	                                                    ' ' ORDER BY x.seq)
+	                                    FROM outbox.subscription_state x
+	                                   WHERE x.ordering_key IN (SELECT ordering_key FROM left_over)), '')}));
 is($node->safe_psql('app', q{SELECT count(*) - count(DISTINCT id) FROM got}),
 	'0', 'none twice: no range was read by two claims');
 is($node->safe_psql('app', q{SELECT count(*) FROM got WHERE NOT done}),

@@ -31,7 +31,7 @@ struct ClaimedMessage;
 extern bool DrainDatabaseRound(Oid delivering_role, TimestampTz *next_wake,
 							   int64 *delivered, int64 *failed);
 extern void DrainWait(long timeout_ms, volatile sig_atomic_t *waiting,
-					  volatile sig_atomic_t *stop);
+					  volatile sig_atomic_t *stop, bool (*wanted) (void));
 
 /*
  * Whether a step of the worker runs in a transaction, which a cancel

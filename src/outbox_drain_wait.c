@@ -128,16 +128,19 @@ DrainFlightCounts(int64 *delivered, int64 *failed)
 }
 
 /*
- * The drain worker's wait for its next round: until its latch is set, the
- * timeout passes or a batch has landed, serving the calls in flight
- * meanwhile.  *waiting is set while it sleeps (and only then: a landing is
- * a transaction that a termination must be able to end, row lock waits
- * included); it returns at once when *stop is set.  Then takes any
- * interrupt.
+ * The drain worker's wait for its next round: until its latch is set and
+ * wanted() says a round is asked for (a commit that woke it, a reload),
+ * the timeout passes or a batch has landed, serving the calls in flight
+ * meanwhile.  A latch set for PostgreSQL's own reasons (a catch-up of
+ * invalidations that other sessions' DDL sent, a barrier) only has its
+ * interrupt taken, and the wait goes on.  *waiting is set while it sleeps
+ * (and only then: a landing is a transaction that a termination must be
+ * able to end, row lock waits included); it returns at once when *stop is
+ * set.  Then takes any interrupt.
  */
 void
 DrainWait(long timeout_ms, volatile sig_atomic_t *waiting,
-		  volatile sig_atomic_t *stop)
+		  volatile sig_atomic_t *stop, bool (*wanted) (void))
 {
 	TimestampTz end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												  timeout_ms);
@@ -154,6 +157,11 @@ DrainWait(long timeout_ms, volatile sig_atomic_t *waiting,
 		if (*stop)
 			return;
 		landed = obx_land();
+		if (woken && !wanted())
+		{
+			woken = false;
+			CHECK_FOR_INTERRUPTS();
+		}
 
 		if (woken || landed || GetCurrentTimestamp() >= end)
 			break;

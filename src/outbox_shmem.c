@@ -368,6 +368,7 @@ ShmemWorkerAttach(int slotno, Oid dboid, uint32 generation, bool *held_off)
 		return false;
 	}
 	slot->info.pid = MyProcPid;
+	pg_atomic_init_u32(&slot->wake, 0);
 	slot->latch = MyLatch;
 	slot->info.state = OBX_WORKER_STARTING;
 	slot->exit_reason = OBX_EXIT_NONE;
@@ -418,6 +419,18 @@ ShmemWorkerDetach(OutboxWorkerExit reason, const char *error)
 	}
 	LWLockRelease(obx_shared->lock);
 	obx_my_slot = NULL;
+}
+
+/*
+ * Whether a round of this worker was asked for (ShmemWakeWorker) since the
+ * last call; the request is taken.  A latch set without one comes from
+ * PostgreSQL itself (a catch-up of invalidations, a barrier) and asks for
+ * no round.
+ */
+bool
+ShmemWorkerTakeWake(void)
+{
+	return obx_my_slot != NULL && pg_atomic_exchange_u32(&obx_my_slot->wake, 0) != 0;
 }
 
 /* Show that a round of this worker is under way. */

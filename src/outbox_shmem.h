@@ -54,6 +54,7 @@ extern void ShmemFreeSlot(int slotno);
 extern bool ShmemWorkerAttach(int slotno, Oid dboid, uint32 generation,
 							  bool *held_off);
 extern void ShmemWorkerDetach(OutboxWorkerExit reason, const char *error);
+extern bool ShmemWorkerTakeWake(void);
 extern void ShmemWorkerRoundBegins(void);
 extern void ShmemWorkerRoundEnds(bool ran, int64 delivered, int64 failed);
 

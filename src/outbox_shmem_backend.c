@@ -42,9 +42,12 @@ ShmemWakeLauncher(void)
 }
 
 /*
- * Set the latch of a database's drain worker, if one runs.  The worker's
- * own commits do not wake it: its next due time already covers what its
- * round changed, and waking itself could turn its loop into a busy one.
+ * Ask the drain worker of a database for a round, if one runs: its wake
+ * flag, then its latch (which PostgreSQL also sets for reasons of its own,
+ * so the flag says that the round is wanted: ShmemWorkerTakeWake).  The
+ * worker's own commits do not wake it: its next due time already covers
+ * what its round changed, and waking itself could turn its loop into a
+ * busy one.
  */
 void
 ShmemWakeWorker(Oid dboid)
@@ -57,7 +60,10 @@ ShmemWakeWorker(Oid dboid)
 	LWLockAcquire(obx_shared->lock, LW_SHARED);
 	slot = obx_find_slot(dboid);
 	if (slot != NULL && slot->latch != NULL && slot->info.pid != MyProcPid)
+	{
+		pg_atomic_write_u32(&slot->wake, 1);
 		SetLatch(slot->latch);
+	}
 	LWLockRelease(obx_shared->lock);
 }
 

@@ -35,6 +35,7 @@ typedef struct OutboxWorkerSlot
 	uint32		generation;		/* launcher generation that started it */
 	OutboxWorkerExit exit_reason;
 	Latch	   *latch;			/* the worker's PGPROC latch, or NULL */
+	pg_atomic_uint32 wake;		/* 1: a round was asked for since the last */
 	OutboxWorkerInfo info;		/* what worker_status() shows */
 } OutboxWorkerSlot;
 

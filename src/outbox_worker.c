@@ -108,6 +108,7 @@ static void obx_worker_xact_callback(XactEvent event, void *arg);
 static void obx_worker_detach(int code, Datum arg);
 static ObxNoreturn void obx_worker_loop(void);
 static bool obx_extension_installed(void);
+static bool obx_round_wanted(void);
 static long obx_worker_sleep_ms(bool ran, TimestampTz next_wake, int64 done);
 static void obx_worker_log_hook(ErrorData *edata);
 
@@ -389,7 +390,7 @@ obx_worker_loop(void)
 		bool		ran;
 
 		obx_exit_if_asked(0);
-		DrainWait(timeout, &obx_waiting, &obx_stop_requested);
+		DrainWait(timeout, &obx_waiting, &obx_stop_requested, obx_round_wanted);
 		obx_exit_if_asked(0);
 		(void) WorkerReloadIfAsked();
 		MemoryContextSwitchTo(TopMemoryContext);
@@ -427,6 +428,17 @@ obx_extension_installed(void)
 	CommitTransactionCommand();
 
 	return installed;
+}
+
+/*
+ * Whether the latch that ended the drain worker's wait asks for a round: a
+ * commit woke it (outbox_wakeup.c), or the configuration is to be
+ * reloaded.
+ */
+static bool
+obx_round_wanted(void)
+{
+	return ShmemWorkerTakeWake() || ConfigReloadPending;
 }
 
 /*

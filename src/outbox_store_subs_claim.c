@@ -453,7 +453,7 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	args[5] = TimestampTzGetDatum(req->now);
 	args[6] = TimestampTzGetDatum(lease_end);
 	args[7] = PointerGetDatum(req->owner);
-	for (reads = 0; reads < SUBS_FRESH_READS && got < want && next < horizon; reads++)
+	for (reads = 0; reads < SUBS_FRESH_READS && got < want; reads++)
 	{
 		Datum	   *fresh;
 		Datum	   *hseq;
@@ -467,6 +467,24 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 		int64		last;
 		int			n;
 		int			i;
+
+		/*
+		 * The end of the range a claim that rolled back left: the claims
+		 * after it read on past it, so this one records the range and
+		 * reads on from where the frontier now stands.  Returning with
+		 * fewer messages than asked for, nothing perhaps, would tell the
+		 * caller that nothing more is due.
+		 */
+		if (next >= horizon && horizon == f.limit && f.limit < PG_INT64_MAX)
+		{
+			SubsFrontierAdvance(&f, next, req->now);
+			SubsFrontierRead(&f, DatumGetInt32(sub));
+			horizon = GapHorizon();
+			horizon = Min(horizon, f.limit);
+			next = f.start;
+		}
+		if (next >= horizon)
+			break;
 
 		n = SubsReadStream(req->topic, next, horizon, want - got, SUBS_MAX_HOLES,
 						   entries, &end);

@@ -393,6 +393,22 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 }
 
 /*
+ * Up to where a claim reads the log from frontier f, read under the lock:
+ * below the horizon every append has its row in.  Each call of GapHorizon
+ * takes a new position, so it is called once, not inside Min, which
+ * evaluates the smaller of its arguments twice: a second horizon, taken
+ * later, may lie past f->limit, and the claim would read on past the range
+ * a rolled-back claim left, into ranges that other claims read.
+ */
+static int64
+obx_read_horizon(const SubsFrontier *f)
+{
+	int64		horizon = GapHorizon();
+
+	return Min(horizon, f->limit);
+}
+
+/*
  * Read the log from the frontier, under the subscription's lock (taken by
  * the caller): the holes first, then up to want messages leased, in at
  * most SUBS_FRESH_READS reads.  The lock is released before the
@@ -436,16 +452,7 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	if (keyed)
 		mark->changed = GetTopTransactionIdIfAny();
 
-	/*
-	 * After the lock: below the horizon every append has its row in.  Each
-	 * call of GapHorizon takes a new position, so it is called once, not
-	 * inside Min, which evaluates the smaller of its arguments twice: a
-	 * second horizon, taken later, may lie past f.limit, and the claim
-	 * would read on past the range a rolled-back claim left, into ranges
-	 * that other claims read.
-	 */
-	horizon = GapHorizon();
-	horizon = Min(horizon, f.limit);
+	horizon = obx_read_horizon(&f);
 	next = f.start;
 	entries = palloc(sizeof(StreamEntry) * (want + SUBS_MAX_HOLES));
 
@@ -479,8 +486,7 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 		{
 			SubsFrontierAdvance(&f, next, req->now);
 			SubsFrontierRead(&f, DatumGetInt32(sub));
-			horizon = GapHorizon();
-			horizon = Min(horizon, f.limit);
+			horizon = obx_read_horizon(&f);
 			next = f.start;
 		}
 		if (next >= horizon)

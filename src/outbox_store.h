@@ -106,6 +106,8 @@ extern void StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
 struct StreamClaimState;
 extern void StoreClaimState(text *topic, TimestampTz now,
 							struct StreamClaimState *st);
+extern void StoreClaimKeys(text *topic, struct StreamClaimState *st,
+						   Datum *keys);
 
 /* claiming (outbox_store_claim.c) */
 extern int	StoreClaimToTuplestore(const ClaimRequest *req, TupleDesc tupdesc,

@@ -34,13 +34,14 @@
  * average); claims of one topic each scale without that limit.
  *
  * The passed keys of the topics (see outbox_store_position.c) come as the
- * two-dimensional arrays $9 (keys) and $10 (their froms), a row of
- * STREAM_MAX_PASSED_KEYS per topic padded with '' and 0 (no ordering key
- * is empty), or empty when no topic has one.  As in the claim of one
- * topic, the read from the position leaves their messages out, and their
- * heads are candidates too.  The key rule is checked from the topic's
- * floor (the lowest of its position and holes, whose positions this claim
- * does not get), and from a passed key's from when that is lower.
+ * two-dimensional arrays $9 (keys) and $10 (their froms), a row per topic
+ * as long as the most passed keys one topic has, padded with '' and 0 (no
+ * ordering key is empty), or empty when no topic has one.  As in the claim
+ * of one topic, the read from the position leaves their messages out, and
+ * their heads are candidates too.  The key rule is checked from the
+ * topic's floor (the lowest of its position and holes, whose positions
+ * this claim does not get), and from a passed key's from when that is
+ * lower.
  */
 #define ACROSS_CANDIDATES "4"
 
@@ -224,7 +225,8 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 	Datum	   *keys;
 	Datum	   *froms;
 	Datum		empty;
-	bool		passed = false;
+	int		   *nkeys;
+	int			width = 0;
 	int			dims[2];
 	int			lbs[2] = {1, 1};
 	uint64		n = obx_list_topics(now, &walk, &lost, &names);
@@ -255,6 +257,7 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 	empty = CStringGetTextDatum("");
 	keys = palloc(sizeof(Datum) * Max(n, 1) * STREAM_MAX_PASSED_KEYS);
 	froms = palloc(sizeof(Datum) * Max(n, 1) * STREAM_MAX_PASSED_KEYS);
+	nkeys = palloc(sizeof(int) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
 		StreamClaimState st;
@@ -262,21 +265,17 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 		int			k;
 
 		StoreClaimState(DatumGetTextPP(names[i]), now, &st);
+		StoreClaimKeys(DatumGetTextPP(names[i]), &st,
+					   &keys[i * STREAM_MAX_PASSED_KEYS]);
 		pos[i] = Int64GetDatum(st.position);
 		floor = st.position;
 		for (k = 0; k < st.nholes; k++)
 			floor = Min(floor, st.holes[k]);
 		flo[i] = Int64GetDatum(floor);
-		for (k = 0; k < STREAM_MAX_PASSED_KEYS; k++)
-		{
-			bool		used = k < st.nkeys;
-
-			keys[i * STREAM_MAX_PASSED_KEYS + k] =
-				used ? CStringGetTextDatum(st.keys[k].key) : empty;
-			froms[i * STREAM_MAX_PASSED_KEYS + k] =
-				Int64GetDatum(used ? st.keys[k].from : 0);
-		}
-		passed |= st.nkeys > 0;
+		for (k = 0; k < st.nkeys; k++)
+			froms[i * STREAM_MAX_PASSED_KEYS + k] = Int64GetDatum(st.keys[k].from);
+		nkeys[i] = st.nkeys;
+		width = Max(width, st.nkeys);
 	}
 	if (walk)
 		StreamAcrossComplete(lost, until);
@@ -287,15 +286,29 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 											  -1, false, TYPALIGN_INT));
 	args[6] = ClaimInt8Array(pos, (int) n);
 	args[7] = ClaimInt8Array(flo, (int) n);
-	*any_passed = passed;
-	dims[0] = passed ? (int) n : 0;
-	dims[1] = STREAM_MAX_PASSED_KEYS;
-	if (!passed)
+	*any_passed = width > 0;
+	if (width == 0)
 	{
 		args[8] = PointerGetDatum(construct_empty_array(TEXTOID));
 		args[9] = PointerGetDatum(construct_empty_array(INT8OID));
 		return true;
 	}
+	/* rows of width keys each, in place */
+	for (i = 0; i < n; i++)
+	{
+		int			k;
+
+		for (k = 0; k < width; k++)
+		{
+			bool		used = k < nkeys[i];
+
+			keys[i * width + k] = used ? keys[i * STREAM_MAX_PASSED_KEYS + k] : empty;
+			froms[i * width + k] = used ? froms[i * STREAM_MAX_PASSED_KEYS + k] :
+				Int64GetDatum(0);
+		}
+	}
+	dims[0] = (int) n;
+	dims[1] = width;
 	args[8] = PointerGetDatum(construct_md_array(keys, NULL, 2, dims, lbs, TEXTOID,
 												 -1, false, TYPALIGN_INT));
 	args[9] = PointerGetDatum(construct_md_array(froms, NULL, 2, dims, lbs, INT8OID,

@@ -320,15 +320,13 @@ obx_position(text *topic, TimestampTz now, Datum *args)
 	int			i;
 
 	StoreClaimState(topic, now, &st);
+	StoreClaimKeys(topic, &st, keys);
 	args[6] = Int64GetDatum(st.position);
 	for (i = 0; i < st.nholes; i++)
 		elems[i] = Int64GetDatum(st.holes[i]);
 	args[7] = ClaimInt8Array(elems, st.nholes);
 	for (i = 0; i < st.nkeys; i++)
-	{
-		keys[i] = CStringGetTextDatum(st.keys[i].key);
 		elems[i] = Int64GetDatum(st.keys[i].from);
-	}
 	args[8] = PointerGetDatum(construct_array(keys, st.nkeys, TEXTOID, -1, false,
 											  TYPALIGN_INT));
 	args[9] = ClaimInt8Array(elems, st.nkeys);

@@ -48,14 +48,19 @@
  * So when the search stops at a keyed message and passing its key would
  * move the position over at least STREAM_PASS_MIN_RUN messages of it, the
  * key becomes a passed key of the position (at most
- * STREAM_MAX_PASSED_KEYS, keys of up to STREAM_PASSED_KEY_BYTES - 1
- * bytes) and the position moves on past its messages, then and in every
- * later search.  A passed key keeps from, its first pending fresh message
- * (none of the key is pending and fresh below it): claims take the key's
- * head from there, one probe of message_key_idx, leave the key out of
- * their read from the position, and check a keyed deferred message of it
- * from there.  Each search moves from to the key's first pending fresh
- * message below the position, and drops the key when there is none.
+ * STREAM_MAX_PASSED_KEYS) and the position moves on past its messages,
+ * then and in every later search.  A passed key keeps from, its first
+ * pending fresh message (none of the key is pending and fresh below it):
+ * claims take the key's head from there, one probe of message_key_idx,
+ * leave the key out of their read from the position, and check a keyed
+ * deferred message of it from there.  Each search moves from to the key's
+ * first pending fresh message below the position, and drops the key when
+ * there is none.  Shared memory keeps only from: the key itself is that
+ * message's ordering_key, of any length, which the searches and claims
+ * read with one probe of the stream index (StoreClaimKeys).  Should that
+ * message be gone (purged once delivered, or deleted by hand), the key is
+ * dropped and the position goes back to from, where a read that does not
+ * know the key is right; the next search may pass it again.
  *
  * A server that does not preload the library has no shared memory: each
  * backend keeps the positions of the topics it claims itself, and moves
@@ -138,6 +143,15 @@ SAVED_STATEMENT(stmt_defer_holes) = {
 	2, {TEXTOID, INT8ARRAYOID}
 };
 
+/* the ordering keys of the messages at positions $2 of topic $1 */
+SAVED_STATEMENT(stmt_passed_keys) = {
+	"SELECT c.seq, c.ordering_key FROM outbox.message c"
+	" WHERE c.topic OPERATOR(pg_catalog.=) $1 AND c.seq OPERATOR(pg_catalog.=) ANY ($2)"
+	" AND c.ordering_key IS NOT NULL",
+	SPI_OK_SELECT,
+	2, {TEXTOID, INT8ARRAYOID}
+};
+
 /*
  * The first message of ordering key $2 in topic $1 that is pending and
  * fresh, from position $3 and below position $4.
@@ -204,9 +218,12 @@ static bool obx_searched_lately(const StreamClaimState *st, TimestampTz now);
 static void obx_unstick(text *topic, int64 position, TimestampTz moved,
 						TimestampTz now);
 static void obx_settle_holes(text *topic, StreamClaimState *st);
-static void obx_settle_keys(text *topic, StreamClaimState *st);
-static int64 obx_pass_key(text *topic, StreamClaimState *st, int64 next,
-						  int64 horizon, const char *key, TimestampTz now);
+static bool obx_key_texts(text *topic, const StreamClaimState *st,
+						  text **keys);
+static void obx_settle_keys(text *topic, StreamClaimState *st, text **keys);
+static int64 obx_pass_key(text *topic, StreamClaimState *st, text **keys,
+						  int64 next, int64 horizon, TimestampTz now,
+						  bool *open, text **key);
 static void obx_search(text *topic, StreamClaimState *st, int64 horizon,
 					   TimestampTz now);
 static void obx_shared_position(text *topic, TimestampTz now,
@@ -300,30 +317,106 @@ obx_settle_holes(text *topic, StreamClaimState *st)
 }
 
 /*
- * Look at the passed keys of st again: each one's from moved to its first
- * pending fresh message below the position; a key with none is dropped.
+ * The ordering keys of the passed keys of st into keys[0..st->nkeys-1]
+ * (copies in the current memory context): each is the key of the message
+ * at its from.  False when one of those messages is gone; keys[i] is then
+ * NULL for it.
+ */
+static bool
+obx_key_texts(text *topic, const StreamClaimState *st, text **keys)
+{
+	Datum		froms[STREAM_MAX_PASSED_KEYS];
+	Datum		args[2];
+	bool		all = true;
+	uint64		n;
+	uint64		r;
+	int			i;
+
+	if (st->nkeys == 0)
+		return true;
+	for (i = 0; i < st->nkeys; i++)
+	{
+		froms[i] = Int64GetDatum(st->keys[i].from);
+		keys[i] = NULL;
+	}
+	args[0] = PointerGetDatum(topic);
+	args[1] = PointerGetDatum(construct_array(froms, st->nkeys, INT8OID,
+											  sizeof(int64), FLOAT8PASSBYVAL,
+											  TYPALIGN_DOUBLE));
+	n = SpiExecute(&stmt_passed_keys, args, NULL, false, 0);
+	for (r = 0; r < n; r++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int64		seq = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		Datum		key = SPI_getbinval(tuple, desc, 2, &isnull);
+
+		for (i = 0; i < st->nkeys; i++)
+			if (st->keys[i].from == seq && keys[i] == NULL)
+				keys[i] = DatumGetTextPCopy(key);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	for (i = 0; i < st->nkeys; i++)
+		all &= keys[i] != NULL;
+	return all;
+}
+
+/*
+ * The ordering keys of the passed keys of st, for a claim, as text Datums
+ * into keys[0..st->nkeys-1].  Should the message of one of them be gone,
+ * st is changed into what a claim that does not know the passed keys
+ * reads: from the lowest of the position and the keys' froms, with no
+ * passed key (StreamStateFloor).  Called in an SPI connection.
+ */
+void
+StoreClaimKeys(text *topic, StreamClaimState *st, Datum *keys)
+{
+	text	   *texts[STREAM_MAX_PASSED_KEYS];
+	int			i;
+
+	if (!obx_key_texts(topic, st, texts))
+	{
+		st->position = StreamStateFloor(st);
+		st->nkeys = 0;
+		return;
+	}
+	for (i = 0; i < st->nkeys; i++)
+		keys[i] = PointerGetDatum(texts[i]);
+}
+
+/*
+ * Look at the passed keys of st, whose ordering keys are keys, again: each
+ * one's from moved to its first pending fresh message below the position;
+ * a key with none is dropped, and so is one whose from's message is gone
+ * (keys[i] NULL), the position set back to its from.
  */
 static void
-obx_settle_keys(text *topic, StreamClaimState *st)
+obx_settle_keys(text *topic, StreamClaimState *st, text **keys)
 {
 	int			kept = 0;
 	int			i;
 
+	for (i = 0; i < st->nkeys; i++)
+		if (keys[i] == NULL)
+			st->position = Min(st->position, st->keys[i].from);
 	for (i = 0; i < st->nkeys; i++)
 	{
 		Datum		args[4];
 		Datum		from;
 		bool		isnull;
 
+		if (keys[i] == NULL)
+			continue;
 		args[0] = PointerGetDatum(topic);
-		args[1] = CStringGetTextDatum(st->keys[i].key);
+		args[1] = PointerGetDatum(keys[i]);
 		args[2] = Int64GetDatum(st->keys[i].from);
 		args[3] = Int64GetDatum(st->position);
 		if (!SpiRunFirstRow(&stmt_passed_key_from, args, NULL, &from, &isnull, 1) ||
 			isnull)
 			continue;
-		if (kept != i)
-			st->keys[kept] = st->keys[i];
+		keys[kept] = keys[i];
+		st->keys[kept] = st->keys[i];
 		st->keys[kept++].from = DatumGetInt64(from);
 	}
 	if (kept < st->nkeys)
@@ -332,38 +425,35 @@ obx_settle_keys(text *topic, StreamClaimState *st)
 }
 
 /*
- * The search of st stopped at next, a committed pending message of
- * ordering key key: pass the key when that moves the position over at
- * least STREAM_PASS_MIN_RUN messages of it (or of the keys passed
- * already), and return where the position may go; next otherwise.  A
- * position found not worth it is tried again after STREAM_STUCK_INTERVAL,
- * should its key's run have grown.
+ * The search of st, whose passed keys' ordering keys are keys, stopped at
+ * next, a committed pending message of ordering key *key: pass the key
+ * when that moves the position over at least STREAM_PASS_MIN_RUN messages
+ * of it (or of the keys passed already), and return where the position may
+ * go, with *open and *key saying what stands there (as StreamAdvance);
+ * next otherwise.  A position found not worth it is tried again after
+ * STREAM_STUCK_INTERVAL, should its key's run have grown.
  */
 static int64
-obx_pass_key(text *topic, StreamClaimState *st, int64 next, int64 horizon,
-			 const char *key, TimestampTz now)
+obx_pass_key(text *topic, StreamClaimState *st, text **keys, int64 next,
+			 int64 horizon, TimestampTz now, bool *open, text **key)
 {
-	StreamPassedKey keys[STREAM_MAX_PASSED_KEYS];
-	bool		open;
 	int64		nkeyed;
 	int64		moved;
 
 	if (st->nkeys >= STREAM_MAX_PASSED_KEYS ||
 		(next == st->key_refused && st->key_tried > now - STREAM_STUCK_INTERVAL))
 		return next;
-	memcpy(keys, st->keys, sizeof(StreamPassedKey) * st->nkeys);
-	memset(&keys[st->nkeys], 0, sizeof(StreamPassedKey));
-	keys[st->nkeys].from = next;
-	strlcpy(keys[st->nkeys].key, key, STREAM_PASSED_KEY_BYTES);
+	keys[st->nkeys] = *key;
 	moved = StreamAdvance(topic, next + 1, horizon, keys, st->nkeys + 1,
-						  &open, &nkeyed, NULL);
+						  open, &nkeyed, key);
 	if (nkeyed < STREAM_PASS_MIN_RUN)
 	{
 		st->key_refused = next;
 		st->key_tried = now;
 		return next;
 	}
-	st->keys[st->nkeys] = keys[st->nkeys];
+	memset(&st->keys[st->nkeys], 0, sizeof(StreamPassedKey));
+	st->keys[st->nkeys].from = next;
 	st->nkeys++;
 	return moved;
 }
@@ -378,15 +468,17 @@ obx_pass_key(text *topic, StreamClaimState *st, int64 next, int64 horizon,
 static void
 obx_search(text *topic, StreamClaimState *st, int64 horizon, TimestampTz now)
 {
+	text	   *keys[STREAM_MAX_PASSED_KEYS];
 	bool		open;
 	int64		next;
 	int64		nkeyed;
-	char		key[STREAM_PASSED_KEY_BYTES];
+	text	   *key;
 
 	obx_settle_holes(topic, st);
-	obx_settle_keys(topic, st);
-	next = StreamAdvance(topic, st->position, horizon, st->keys, st->nkeys,
-						 &open, &nkeyed, key);
+	(void) obx_key_texts(topic, st, keys);
+	obx_settle_keys(topic, st, keys);
+	next = StreamAdvance(topic, st->position, horizon, keys, st->nkeys,
+						 &open, &nkeyed, &key);
 	if (next == st->position && next < horizon)
 	{
 		if (!open)
@@ -395,12 +487,20 @@ obx_search(text *topic, StreamClaimState *st, int64 horizon, TimestampTz now)
 				 st->nholes < STREAM_MAX_HOLES)
 		{
 			st->holes[st->nholes++] = next;
-			next = StreamAdvance(topic, next + 1, horizon, st->keys, st->nkeys,
-								 &open, &nkeyed, key);
+			next = StreamAdvance(topic, next + 1, horizon, keys, st->nkeys,
+								 &open, &nkeyed, &key);
 		}
 	}
-	if (next < horizon && !open && key[0] != '\0')
-		next = obx_pass_key(topic, st, next, horizon, key, now);
+	/* pass the keys of the long runs where it stops, one after the other */
+	while (next < horizon && !open && key != NULL)
+	{
+		int64		moved = obx_pass_key(topic, st, keys, next, horizon, now,
+										 &open, &key);
+
+		if (moved == next)
+			break;
+		next = moved;
+	}
 	if (next != st->position)
 	{
 		st->position = next;

@@ -52,17 +52,16 @@ extern bool GapTryHorizon(int64 *horizon);
  * were still in progress, long after the others, when the position moved
  * past them; and its passed keys: ordering keys whose pending messages the
  * position moved past, a long run of them behind the key's head
- * (outbox_store_position.c).
+ * (outbox_store_position.c).  A passed key is known by from, its first
+ * pending fresh message: the key is that message's ordering_key, whatever
+ * its length, read again by whoever needs it (StoreClaimKeys).
  */
 #define STREAM_MAX_HOLES	8
-#define STREAM_MAX_PASSED_KEYS	4
-/* the longest ordering key that may be passed, in bytes, and its terminator */
-#define STREAM_PASSED_KEY_BYTES	64
+#define STREAM_MAX_PASSED_KEYS	16
 
 typedef struct StreamPassedKey
 {
 	int64		from;			/* no pending fresh message of the key below */
-	char		key[STREAM_PASSED_KEY_BYTES];	/* NUL-terminated */
 } StreamPassedKey;
 
 typedef struct StreamClaimState

@@ -86,8 +86,8 @@ extern int	SubsReadStream(text *topic, int64 from, int64 upto, int max_fresh,
 						   int max_holes, StreamEntry *entries, int64 *end);
 extern void SubsProbeStream(text *topic, const int64 *seqs, int n, int *states);
 extern int64 StreamAdvance(text *topic, int64 from, int64 upto,
-							const StreamPassedKey *keys, int nkeys, bool *open,
-							int64 *nkeyed, char *stop_key);
+							text *const *keys, int nkeys, bool *open,
+							int64 *nkeyed, text **stop_key);
 
 #define HOLE_OPEN			0
 #define HOLE_DUE			1

@@ -243,7 +243,7 @@ obx_passable(StreamScan *s, const PassColumns *c)
  * the passed keys keys[0..nkeys-1].
  */
 static bool
-obx_passed_key(StreamScan *s, const StreamPassedKey *keys, int nkeys)
+obx_passed_key(StreamScan *s, text *const *keys, int nkeys)
 {
 	bool		isnull;
 	Datum		key;
@@ -259,33 +259,23 @@ obx_passed_key(StreamScan *s, const StreamPassedKey *keys, int nkeys)
 	t = DatumGetTextPP(key);
 	len = VARSIZE_ANY_EXHDR(t);
 	for (i = 0; i < nkeys; i++)
-		if (strlen(keys[i].key) == len &&
-			memcmp(keys[i].key, VARDATA_ANY(t), len) == 0)
+		if (VARSIZE_ANY_EXHDR(keys[i]) == len &&
+			memcmp(VARDATA_ANY(keys[i]), VARDATA_ANY(t), len) == 0)
 			return true;
 	return false;
 }
 
 /*
- * The ordering key of the committed version the scan shows now into key
- * (STREAM_PASSED_KEY_BYTES), or "" when it has none or a longer one.
+ * The ordering key of the committed version the scan shows now, a copy in
+ * the current memory context; NULL when it has none.
  */
-static void
-obx_stop_key(StreamScan *s, char *key)
+static text *
+obx_stop_key(StreamScan *s)
 {
 	bool		isnull;
 	Datum		d = slot_getattr(s->slot, s->att_key, &isnull);
-	text	   *t;
-	int			len;
 
-	key[0] = '\0';
-	if (isnull)
-		return;
-	t = DatumGetTextPP(d);
-	len = VARSIZE_ANY_EXHDR(t);
-	if (len >= STREAM_PASSED_KEY_BYTES || memchr(VARDATA_ANY(t), '\0', len) != NULL)
-		return;
-	memcpy(key, VARDATA_ANY(t), len);
-	key[len] = '\0';
+	return isnull ? NULL : DatumGetTextPCopy(d);
 }
 
 /*
@@ -296,8 +286,8 @@ obx_stop_key(StreamScan *s, char *key)
  * every message in between is passed.  *open says whether the message
  * there is still being appended (every version it shows is uncommitted);
  * *nkeyed counts the positions passed as messages of the passed keys; and
- * stop_key (STREAM_PASSED_KEY_BYTES, or NULL) gets the ordering key of the
- * committed message there, "" when it has none (or one too long to pass).
+ * *stop_key (when stop_key is not NULL) gets the ordering key of the
+ * committed message there, NULL when it has none.
  * One read, with a dirty snapshot: a position shows its last committed
  * version (finished stays finished or becomes deferred, never due again
  * in the stream) and the version of a transaction in progress that
@@ -305,8 +295,8 @@ obx_stop_key(StreamScan *s, char *key)
  */
 int64
 StreamAdvance(text *topic, int64 from, int64 upto,
-			  const StreamPassedKey *keys, int nkeys, bool *open,
-			  int64 *nkeyed, char *stop_key)
+			  text *const *keys, int nkeys, bool *open,
+			  int64 *nkeyed, text **stop_key)
 {
 	StreamScan	s;
 	PassColumns c;
@@ -320,7 +310,7 @@ StreamAdvance(text *topic, int64 from, int64 upto,
 	*open = false;
 	*nkeyed = 0;
 	if (stop_key)
-		stop_key[0] = '\0';
+		*stop_key = NULL;
 	if (from >= upto)
 		return upto;
 	obx_scan_open(&s, topic);
@@ -347,7 +337,7 @@ StreamAdvance(text *topic, int64 from, int64 upto,
 			else if (obx_passed_key(&s, keys, nkeys))
 				keyed = true;
 			else if (stop_key)
-				obx_stop_key(&s, stop_key);
+				*stop_key = obx_stop_key(&s);
 		}
 	}
 	obx_scan_close(&s);
@@ -355,7 +345,7 @@ StreamAdvance(text *topic, int64 from, int64 upto,
 	{
 		*open = !committed;
 		if (*open && stop_key)
-			stop_key[0] = '\0';
+			*stop_key = NULL;
 		return current;
 	}
 	if (keyed && !passed)

@@ -48,6 +48,7 @@ OBJS = \
 	src/outbox_store_across.o \
 	src/outbox_store_claim.o \
 	src/outbox_store_position.o \
+	src/outbox_store_saved.o \
 	src/outbox_store_http.o \
 	src/outbox_store_purge.o \
 	src/outbox_store_routes.o \

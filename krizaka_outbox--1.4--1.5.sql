@@ -297,3 +297,53 @@ COMMENT ON TABLE outbox.subscription IS
  * stays a few pages and costs an insert almost nothing.
  */
 CREATE INDEX processed_at_idx ON outbox.processed USING brin (processed_at);
+
+/*
+ * Where the search of each topic's claim position starts when none is
+ * kept (src/outbox_store_saved.c): empty at first, each topic's next
+ * search reads it from its first message kept, as before, and saves what
+ * it finds.
+ */
+CREATE TABLE outbox.claim_position (
+    topic     text        NOT NULL,
+    position  bigint      NOT NULL,
+    saved_at  timestamptz NOT NULL,
+    CONSTRAINT claim_position_pkey PRIMARY KEY (topic)
+) WITH (fillfactor = 50);
+
+COMMENT ON TABLE outbox.claim_position IS
+    'Where the search of each topic''s claim position starts when none is kept: every message of the topic below position is finished or deferred.';
+
+REVOKE ALL ON TABLE outbox.claim_position FROM PUBLIC;
+
+/*
+ * As a fresh installation does: a database owner who is not a superuser
+ * may read it, and grant that on.  Default privileges of the updating role
+ * give nothing to anyone else.
+ */
+DO $do$
+DECLARE
+    dbowner name;
+    r record;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.oid OPERATOR(pg_catalog.=) 'outbox.claim_position'::pg_catalog.regclass
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON TABLE outbox.claim_position FROM %s',
+            CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END);
+    END LOOP;
+    SELECT ro.rolname INTO dbowner
+      FROM pg_catalog.pg_database d
+      JOIN pg_catalog.pg_roles ro ON ro.oid OPERATOR(pg_catalog.=) d.datdba
+     WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+       AND NOT ro.rolsuper;
+    IF FOUND THEN
+        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.claim_position TO %I WITH GRANT OPTION',
+            dbowner);
+    END IF;
+END
+$do$;

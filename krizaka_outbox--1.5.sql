@@ -127,6 +127,26 @@ COMMENT ON TABLE outbox.processed IS
  */
 CREATE INDEX processed_at_idx ON outbox.processed USING brin (processed_at);
 
+/*
+ * outbox.claim_position: where the search of each topic's claim position
+ * starts when none is kept (after a restart, for a topic whose position
+ * made room for another's, in each backend of a server that does not
+ * preload the library): a floor below which every message of the topic is
+ * finished or deferred, saved by the searches at most once a second per
+ * topic (src/outbox_store_saved.c).  It only saves reading: lost, each
+ * topic's next search reads it from its first message kept, so pg_dump
+ * does not keep its rows.
+ */
+CREATE TABLE outbox.claim_position (
+    topic     text        NOT NULL,
+    position  bigint      NOT NULL,
+    saved_at  timestamptz NOT NULL,
+    CONSTRAINT claim_position_pkey PRIMARY KEY (topic)
+) WITH (fillfactor = 50);
+
+COMMENT ON TABLE outbox.claim_position IS
+    'Where the search of each topic''s claim position starts when none is kept: every message of the topic below position is finished or deferred.';
+
 -- pg_dump keeps the rows of both tables
 SELECT pg_catalog.pg_extension_config_dump('outbox.message', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.processed', '');
@@ -851,7 +871,8 @@ COMMENT ON FUNCTION outbox.worker_status() IS
  */
 REVOKE ALL ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats,
     outbox.route_secrets, outbox.route_http_stats, outbox.subscription,
-    outbox.subscription_state, outbox.subscription_frontier, outbox.subscription_stats FROM PUBLIC;
+    outbox.subscription_state, outbox.subscription_frontier, outbox.subscription_stats,
+    outbox.claim_position FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox FROM PUBLIC;
 
 -- Default privileges the installing role set up must not open the tables
@@ -894,7 +915,7 @@ BEGIN
     IF FOUND THEN
         EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA outbox TO %I WITH GRANT OPTION', dbowner);
         EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA outbox TO %I WITH GRANT OPTION', dbowner);
-        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats, outbox.route_http_stats, outbox.subscription, outbox.subscription_state, outbox.subscription_frontier, outbox.subscription_stats TO %I WITH GRANT OPTION', dbowner);
+        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats, outbox.route_http_stats, outbox.subscription, outbox.subscription_state, outbox.subscription_frontier, outbox.subscription_stats, outbox.claim_position TO %I WITH GRANT OPTION', dbowner);
     END IF;
 END
 $do$;

@@ -234,7 +234,7 @@ obx_define_worker_settings(void)
 	 */
 	DefineCustomIntVariable("outbox.claim_positions",
 							"Number of topics whose claim positions are kept in shared memory.",
-							"With more topics claimed at once, the least recently used position makes room, and the next claim of its topic reads the topic from its first message kept.",
+							"With more topics claimed at once, the least recently used position makes room, and the next claim of its topic searches it again from the floor saved in outbox.claim_position.",
 							&outbox_claim_positions,
 							OUTBOX_CLAIM_POSITIONS_DEFAULT, 64, 1048576,
 							outbox_preloaded ? PGC_POSTMASTER : PGC_SUSET, 0,

@@ -104,10 +104,15 @@ extern void StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
  * and its passed keys (outbox_store_position.c)
  */
 struct StreamClaimState;
-extern void StoreClaimState(text *topic, TimestampTz now,
+extern void StoreClaimState(text *topic, TimestampTz now, bool saved,
 							struct StreamClaimState *st);
 extern void StoreClaimKeys(text *topic, struct StreamClaimState *st,
 						   Datum *keys);
+
+/* the claim positions saved in outbox.claim_position (outbox_store_saved.c) */
+extern int64 StoreSavedFloor(text *topic);
+extern void StoreSaveFloor(text *topic, struct StreamClaimState *st,
+						   TimestampTz now);
 
 /* claiming (outbox_store_claim.c) */
 extern int	StoreClaimToTuplestore(const ClaimRequest *req, TupleDesc tupdesc,

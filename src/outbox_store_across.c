@@ -264,7 +264,7 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 		int64		floor;
 		int			k;
 
-		StoreClaimState(DatumGetTextPP(names[i]), now, &st);
+		StoreClaimState(DatumGetTextPP(names[i]), now, !walk, &st);
 		StoreClaimKeys(DatumGetTextPP(names[i]), &st,
 					   &keys[i * STREAM_MAX_PASSED_KEYS]);
 		pos[i] = Int64GetDatum(st.position);

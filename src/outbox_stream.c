@@ -39,8 +39,10 @@
  * most outbox.claim_positions of them; the least recently used one that a
  * claim across all topics need not visit makes room for a new one
  * (outbox_stream_across.c), else the least recently used one.  A topic
- * without one is read from its first message, which finds the position
- * again.  After a restart all start that way.
+ * without one is searched from the floor saved for it in
+ * outbox.claim_position (outbox_store_saved.c), or from its first message
+ * when none is saved, which finds the position again.  After a restart
+ * all start that way.
  *
  * Glossary:
  *	position	a value of outbox.message.seq
@@ -76,13 +78,17 @@
 #define STREAM_SHMEM_NAME		"krizaka_outbox stream"
 #define STREAM_HASH_NAME		"krizaka_outbox stream positions"
 
-/* outbox.message, its sequence and its key index, by name and as last found */
+/*
+ * outbox.message, its sequence, its key index and the saved claim
+ * positions, by name and as last found
+ */
 #define STREAM_REL_MESSAGE	0
 #define STREAM_REL_SEQ		1
 #define STREAM_REL_KEY_IDX	2
-#define STREAM_NRELS		3
+#define STREAM_REL_SAVED	3
+#define STREAM_NRELS		4
 static const char *const stream_rel_names[STREAM_NRELS] = {
-	"message", "message_seq", "message_key_idx"
+	"message", "message_seq", "message_key_idx", "claim_position"
 };
 static Oid	stream_rels[STREAM_NRELS];
 
@@ -206,6 +212,13 @@ StreamKeyIndexRelid(void)
 	return obx_known_relation(STREAM_REL_KEY_IDX);
 }
 
+/* Whether the tables are those of 1.5 or later: outbox.claim_position exists */
+bool
+StreamSavedSchema(void)
+{
+	return OidIsValid(obx_known_relation(STREAM_REL_SAVED));
+}
+
 /*
  * Whether claims can keep positions: the shared memory exists and the
  * tables have positions.
@@ -241,8 +254,8 @@ obx_forget_relations(Datum arg, int cacheid, uint32 hashvalue)
 }
 
 /*
- * The OID of outbox.message, outbox.message_seq or message_key_idx
- * (which), looked up by name once and kept until an invalidation;
+ * The OID of outbox.message, outbox.message_seq, message_key_idx or
+ * outbox.claim_position (which), looked up by name once and kept until an invalidation;
  * InvalidOid when missing (which is not kept: the next call looks again).
  */
 static Oid
@@ -422,6 +435,8 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 	p->state.notes_seen = state->notes_seen;
 	p->state.key_refused = state->key_refused;
 	p->state.key_tried = state->key_tried;
+	p->state.saved = state->saved;
+	p->state.saved_at = state->saved_at;
 	if (state->position != p->state.position ||
 		state->nholes != p->state.nholes ||
 		memcmp(state->holes, p->state.holes, sizeof(int64) * state->nholes) != 0 ||

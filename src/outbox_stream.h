@@ -21,6 +21,7 @@ extern void OutboxStreamInit(void);
 
 /* whether the tables have positions (1.2); and claims can keep them */
 extern bool StreamSchema(void);
+extern bool StreamSavedSchema(void);
 extern Oid	StreamMessageRelid(void);
 extern Oid	StreamKeyIndexRelid(void);
 extern bool StreamAvailable(void);
@@ -73,6 +74,8 @@ typedef struct StreamClaimState
 	StreamPassedKey keys[STREAM_MAX_PASSED_KEYS];
 	int64		key_refused;	/* a position where no key was worth passing */
 	TimestampTz key_tried;		/* when that was found */
+	int64		saved;			/* the floor saved last (outbox_store_saved.c) */
+	TimestampTz saved_at;		/* when */
 	TimestampTz searched;		/* when a claim last searched how far it may move */
 	TimestampTz moved;			/* when it last moved */
 	uint32		version;		/* changes with each change of the above */

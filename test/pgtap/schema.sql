@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(237);
+SELECT plan(244);
 
 -- the extension: version 1.5, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
@@ -15,8 +15,8 @@ SELECT has_schema('outbox', 'schema outbox exists');
 
 -- the tables, and nothing else that holds rows
 SELECT tables_are('outbox', ARRAY['message', 'processed', 'routes', 'route_secrets', 'route_http_stats',
-                                  'subscription', 'subscription_frontier', 'subscription_state'],
-                  'outbox has exactly the tables message, processed, routes, route_secrets, route_http_stats, subscription, subscription_frontier and subscription_state');
+                                  'subscription', 'subscription_frontier', 'subscription_state', 'claim_position'],
+                  'outbox has exactly the tables message, processed, routes, route_secrets, route_http_stats, subscription, subscription_frontier, subscription_state and claim_position');
 SELECT is_empty($$SELECT c.relname FROM pg_class c
                    WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('m', 'f', 'p')$$,
                 'outbox has no materialized views, foreign or partitioned tables');
@@ -474,7 +474,31 @@ SELECT columns_are('outbox', 'topic_stats',
                          'oldest_undelivered_age_seconds'],
                    'outbox.topic_stats has exactly its nine columns');
 
--- pg_dump keeps the rows of the seven tables and the two sequences
+-- outbox.claim_position: a floor of each topic's claim position, saved by
+-- the searches; updated in place, found by topic only
+SELECT results_eq(
+    $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
+             pg_get_expr(d.adbin, d.adrelid) COLLATE "default"
+        FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE a.attrelid = 'outbox.claim_position'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attnum$$,
+    $$VALUES ('topic', 'text', true, NULL::text),
+             ('position', 'bigint', true, NULL),
+             ('saved_at', 'timestamp with time zone', true, NULL)$$,
+    'outbox.claim_position: columns in order, with types, NOT NULL and no defaults');
+SELECT col_is_pk('outbox', 'claim_position', 'topic', 'outbox.claim_position: primary key (topic)');
+SELECT indexes_are('outbox', 'claim_position', ARRAY['claim_position_pkey'],
+                   'outbox.claim_position has exactly its primary key index');
+SELECT is_empty($$SELECT conname FROM pg_constraint
+                   WHERE conrelid = 'outbox.claim_position'::regclass AND contype NOT IN ('p', 'n')$$,
+                'outbox.claim_position has no other constraint');
+SELECT is_empty($$SELECT tgname FROM pg_trigger WHERE tgrelid = 'outbox.claim_position'::regclass$$,
+                'outbox.claim_position has no triggers');
+SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'outbox.claim_position'::regclass),
+          ARRAY['fillfactor=50'], 'outbox.claim_position leaves room on its pages (fillfactor 50): searches update its rows');
+
+-- pg_dump keeps the rows of the seven tables and the two sequences (not
+-- the saved claim positions: lost, the searches find them again)
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c
                  WHERE e.extname = 'krizaka_outbox' ORDER BY 1),
           ARRAY['outbox.message', 'outbox.message_seq', 'outbox.processed', 'outbox.route_secrets', 'outbox.routes',
@@ -529,6 +553,8 @@ SELECT isnt(obj_description('outbox.subscription_frontier'::regclass, 'pg_class'
             'outbox.subscription_frontier has a comment');
 SELECT isnt(obj_description('outbox.subscription_stats'::regclass, 'pg_class'), NULL,
             'outbox.subscription_stats has a comment');
+SELECT isnt(obj_description('outbox.claim_position'::regclass, 'pg_class'), NULL,
+            'outbox.claim_position has a comment');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -130,6 +130,29 @@ is($lines[0], '1', 'the claim after the drain gets the one new message');
 cmp_ok($lines[1], '<', 300,
 	"the claim read $lines[1] entries of the stream index, not the 3,000 finished before");
 
+# A new backend's first claim of the topic starts from the floor saved in
+# outbox.claim_position: one backend's claim searches from the floor saved
+# before and saves the one it finds (the message leased above), and the
+# next backend's first claim reads from there, not from the first message
+# kept.
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.claim('w', 'p', 50, 30)}),
+	'0', 'a claim in a new backend finds nothing due');
+is($node->safe_psql('postgres', q{
+SELECT c.position = m.seq FROM outbox.claim_position c, outbox.message m
+ WHERE c.topic = 'p' AND m.topic = 'p' AND m.payload = '{"n": 4000}'}),
+	't', 'it saved the floor of the topic\'s position: the message leased');
+append_p(4001);
+$read = $node->safe_psql('postgres', q{
+BEGIN;
+SELECT pg_stat_get_xact_tuples_returned('outbox.message_stream_idx'::regclass) AS before \gset
+SELECT count(*) FROM outbox.claim('w', 'p', 50, 30);
+SELECT pg_stat_get_xact_tuples_returned('outbox.message_stream_idx'::regclass) - :before;
+COMMIT});
+@lines = split /\n/, $read;
+is($lines[0], '1', 'the first claim of the next new backend gets the new message');
+cmp_ok($lines[1], '<', 300,
+	"that first claim read $lines[1] entries of the stream index, not the 3,000 finished before");
+
 # every message was handed out exactly once
 is($node->safe_psql('postgres', q{
 SELECT count(*), count(*) FILTER (WHERE attempts = 1)

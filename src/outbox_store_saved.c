@@ -1,0 +1,141 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_store_saved.c
+ *		The claim positions saved in outbox.claim_position (1.5): where the
+ *		search of a topic's position starts when none is kept, after a
+ *		restart, for a position that made room for another's, and in each
+ *		backend of a server that does not preload the library.  Without
+ *		them, such a search read the topic from its first message kept.
+ *
+ * What is saved is a floor: the lowest of a position, its holes and the
+ * first messages of its passed keys (outbox_store_position.c).  Below it
+ * every message is finished or deferred in committed state, and stays so:
+ * a message that leaves the stream never comes back to it (a failed,
+ * revived or undelivered message is deferred).  So a saved floor may lag,
+ * never lead: a search from it reads only what finished since it was
+ * saved.  A floor above the sequence's next value (the sequence set back)
+ * is dropped by the search as a position kept would be.
+ *
+ * A search saves its floor at most once per SAVE_INTERVAL per topic, in
+ * the claim's transaction, under an advisory lock of the topic's hash that
+ * it only tries and keeps until the transaction ends: two claims never
+ * wait for each other's save (a claim whose transaction stays open keeps
+ * the others from saving that topic until it ends), and a claim that rolls
+ * back takes its save with it; a transaction makes at most SAVES_PER_XACT
+ * saves.  The tables of 1.4 and before have no such table: nothing is read
+ * or saved there.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/timestamp.h"
+
+#include "outbox.h"
+#include "outbox_spi.h"
+#include "outbox_store.h"
+#include "outbox_stream.h"
+
+/* how often a topic's floor is saved at most */
+#define SAVE_INTERVAL	USECS_PER_SEC
+
+/* the field of the advisory locks of saves (applications use 1, 2) */
+#define SAVE_LOCK_FIELD	0x4B53
+
+/*
+ * The most saves one transaction makes, so that a claim across all topics
+ * that searches thousands of them does not fill the lock table with their
+ * locks; the others are saved by later claims.
+ */
+#define SAVES_PER_XACT	8
+
+SAVED_STATEMENT(stmt_saved_read) = {
+	"SELECT position FROM outbox.claim_position"
+	" WHERE topic OPERATOR(pg_catalog.=) $1",
+	SPI_OK_SELECT,
+	1, {TEXTOID}
+};
+
+SAVED_STATEMENT(stmt_saved_write) = {
+	"INSERT INTO outbox.claim_position AS p (topic, position, saved_at)"
+	" VALUES ($1, $2, $3) ON CONFLICT (topic) DO UPDATE"
+	" SET position = excluded.position, saved_at = excluded.saved_at",
+	SPI_OK_INSERT,
+	3, {TEXTOID, INT8OID, TIMESTAMPTZOID}
+};
+
+/* the saves of this transaction, each holding its lock until the end */
+static int	saves_in_xact = 0;
+static bool callback = false;
+
+static void
+obx_saved_xact(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PARALLEL_ABORT)
+		saves_in_xact = 0;
+}
+
+/*
+ * The floor saved for topic, 0 when none is (or there is no table).
+ * Called in an SPI connection.
+ */
+int64
+StoreSavedFloor(text *topic)
+{
+	Datum		args[1];
+	Datum		floor;
+	bool		isnull;
+
+	if (!StreamSavedSchema())
+		return 0;
+	args[0] = PointerGetDatum(topic);
+	if (!SpiRunFirstRow(&stmt_saved_read, args, NULL, &floor, &isnull, 1) || isnull)
+		return 0;
+	return DatumGetInt64(floor);
+}
+
+/*
+ * Save the floor of st, topic's claim state just searched at now, unless
+ * it saved one within SAVE_INTERVAL, the floor has not moved since, or
+ * another transaction is saving the topic's.  Called in an SPI connection.
+ */
+void
+StoreSaveFloor(text *topic, StreamClaimState *st, TimestampTz now)
+{
+	int64		floor = StreamStateFloor(st);
+	uint64		hash;
+	LOCKTAG		tag;
+	Datum		args[3];
+	int			i;
+
+	for (i = 0; i < st->nholes; i++)
+		floor = Min(floor, st->holes[i]);
+	if (floor <= st->saved || st->saved_at > now - SAVE_INTERVAL ||
+		saves_in_xact >= SAVES_PER_XACT || !StreamSavedSchema())
+		return;
+	if (!callback)
+	{
+		RegisterXactCallback(obx_saved_xact, NULL);
+		callback = true;
+	}
+	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(topic),
+							   VARSIZE_ANY_EXHDR(topic), 0);
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32),
+						 (uint32) hash, SAVE_LOCK_FIELD);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+		return;
+	args[0] = PointerGetDatum(topic);
+	args[1] = Int64GetDatum(floor);
+	args[2] = TimestampTzGetDatum(now);
+	saves_in_xact++;
+	(void) SpiExecute(&stmt_saved_write, args, NULL, false, 0);
+	st->saved = floor;
+	st->saved_at = now;
+}

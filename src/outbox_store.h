@@ -104,13 +104,17 @@ extern void StoreAppendBatch(text *topic, text *event_type, ArrayType *ids,
  * and its passed keys (outbox_store_position.c)
  */
 struct StreamClaimState;
-extern void StoreClaimState(text *topic, TimestampTz now, bool saved,
+#define STORE_SAVED_LOOK	(-1)	/* look the saved floor up when needed */
+extern void StoreClaimState(text *topic, TimestampTz now, int64 saved,
 							struct StreamClaimState *st);
 extern void StoreClaimKeys(text *topic, struct StreamClaimState *st,
 						   Datum *keys);
 
 /* the claim positions saved in outbox.claim_position (outbox_store_saved.c) */
+struct SavedFloors;
 extern int64 StoreSavedFloor(text *topic);
+extern struct SavedFloors *StoreSavedFloors(void);
+extern int64 StoreSavedFloorOf(struct SavedFloors *floors, text *topic);
 extern void StoreSaveFloor(text *topic, struct StreamClaimState *st,
 						   TimestampTz now);
 

@@ -227,6 +227,7 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 	Datum		empty;
 	int		   *nkeys;
 	int			width = 0;
+	struct SavedFloors *floors;
 	int			dims[2];
 	int			lbs[2] = {1, 1};
 	uint64		n = obx_list_topics(now, &walk, &lost, &names);
@@ -258,13 +259,17 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 	keys = palloc(sizeof(Datum) * Max(n, 1) * STREAM_MAX_PASSED_KEYS);
 	froms = palloc(sizeof(Datum) * Max(n, 1) * STREAM_MAX_PASSED_KEYS);
 	nkeys = palloc(sizeof(int) * Max(n, 1));
+	/* a walk reads the saved floors at once, not one look-up per topic */
+	floors = walk ? StoreSavedFloors() : NULL;
 	for (i = 0; i < n; i++)
 	{
 		StreamClaimState st;
 		int64		floor;
 		int			k;
 
-		StoreClaimState(DatumGetTextPP(names[i]), now, !walk, &st);
+		StoreClaimState(DatumGetTextPP(names[i]), now,
+						floors ? StoreSavedFloorOf(floors, DatumGetTextPP(names[i])) :
+						STORE_SAVED_LOOK, &st);
 		StoreClaimKeys(DatumGetTextPP(names[i]), &st,
 					   &keys[i * STREAM_MAX_PASSED_KEYS]);
 		pos[i] = Int64GetDatum(st.position);

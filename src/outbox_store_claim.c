@@ -319,7 +319,7 @@ obx_position(text *topic, TimestampTz now, Datum *args)
 	Datum		keys[STREAM_MAX_PASSED_KEYS];
 	int			i;
 
-	StoreClaimState(topic, now, true, &st);
+	StoreClaimState(topic, now, STORE_SAVED_LOOK, &st);
 	StoreClaimKeys(topic, &st, keys);
 	args[6] = Int64GetDatum(st.position);
 	for (i = 0; i < st.nholes; i++)

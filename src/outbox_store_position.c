@@ -227,12 +227,12 @@ static int64 obx_pass_key(text *topic, StreamClaimState *st, text **keys,
 						  bool *open, text **key);
 static void obx_search(text *topic, StreamClaimState *st, int64 horizon,
 					   TimestampTz now);
-static void obx_shared_position(text *topic, TimestampTz now, bool saved,
+static void obx_shared_position(text *topic, TimestampTz now, int64 saved,
 								StreamClaimState *st);
-static void obx_local_position(text *topic, TimestampTz now, bool saved,
+static void obx_local_position(text *topic, TimestampTz now, int64 saved,
 							   StreamClaimState *st);
 static LocalPosition *obx_local_entry(text *topic);
-static void obx_saved_position(text *topic, TimestampTz now,
+static void obx_saved_position(text *topic, TimestampTz now, int64 saved,
 							   StreamClaimState *st);
 
 /*
@@ -240,13 +240,14 @@ static void obx_saved_position(text *topic, TimestampTz now,
  * shared when the library is preloaded, this backend's own otherwise;
  * position 0 (the start of the stream) for the tables of 1.0 and 1.1,
  * which have none.  A position not kept is searched from the floor saved
- * for the topic when saved is true; a walk of every topic passes false: a
- * look-up per topic made the first walk of 100,000 topics after a restart
- * half as slow again, and an idle topic is read from its start at the cost
- * of that look-up.  Called in an SPI connection.
+ * for the topic: saved, when the caller read it already (0: none is), or
+ * looked up when saved is STORE_SAVED_LOOK (a walk of every topic reads
+ * them all at once, StoreSavedFloors: a look-up per topic made the first
+ * walk of 100,000 topics after a restart half as slow again).  Called in an
+ * SPI connection.
  */
 void
-StoreClaimState(text *topic, TimestampTz now, bool saved, StreamClaimState *st)
+StoreClaimState(text *topic, TimestampTz now, int64 saved, StreamClaimState *st)
 {
 	memset(st, 0, sizeof(StreamClaimState));
 	if (!StreamSchema())
@@ -525,7 +526,7 @@ obx_search(text *topic, StreamClaimState *st, int64 horizon, TimestampTz now)
  * position found last, and step over the few messages finished since.
  */
 static void
-obx_shared_position(text *topic, TimestampTz now, bool saved,
+obx_shared_position(text *topic, TimestampTz now, int64 saved,
 					StreamClaimState *st)
 {
 	int64		horizon;
@@ -534,8 +535,8 @@ obx_shared_position(text *topic, TimestampTz now, bool saved,
 	StreamPositionGet(topic, st);
 	if (obx_searched_lately(st, now))
 		return;
-	if (st->position == 0 && saved)
-		obx_saved_position(topic, now, st);
+	if (st->position == 0)
+		obx_saved_position(topic, now, saved, st);
 
 	horizon = GapHorizon();
 	taken = StreamFloor() - 1;	/* the position GapHorizon took */
@@ -563,13 +564,15 @@ obx_shared_position(text *topic, TimestampTz now, bool saved,
 
 /*
  * A claim state st that keeps no position starts from the floor saved for
- * topic, if any (outbox_store_saved.c), as if it had moved there at now;
- * the search that follows saves the floor it finds, if that is higher.
+ * topic, if any (outbox_store_saved.c; saved as StoreClaimState takes it),
+ * as if it had moved there at now; the search that follows saves the
+ * floor it finds, if that is higher.
  */
 static void
-obx_saved_position(text *topic, TimestampTz now, StreamClaimState *st)
+obx_saved_position(text *topic, TimestampTz now, int64 saved,
+				   StreamClaimState *st)
 {
-	int64		floor = StoreSavedFloor(topic);
+	int64		floor = saved == STORE_SAVED_LOOK ? StoreSavedFloor(topic) : saved;
 
 	if (floor <= 0)
 		return;
@@ -581,7 +584,7 @@ obx_saved_position(text *topic, TimestampTz now, StreamClaimState *st)
 
 /* This backend's claim state of topic, moved forward as far as it may go. */
 static void
-obx_local_position(text *topic, TimestampTz now, bool saved,
+obx_local_position(text *topic, TimestampTz now, int64 saved,
 				   StreamClaimState *st)
 {
 	LocalPosition *p;
@@ -593,8 +596,8 @@ obx_local_position(text *topic, TimestampTz now, bool saved,
 		memset(st, 0, sizeof(StreamClaimState));
 		return;
 	}
-	if (p->state.position == 0 && saved)
-		obx_saved_position(topic, now, &p->state);
+	if (p->state.position == 0)
+		obx_saved_position(topic, now, saved, &p->state);
 	/* an append is in its gap: keep the position, search next time */
 	if (obx_searched_lately(&p->state, now) || !GapTryHorizon(&horizon))
 	{

@@ -22,8 +22,10 @@
  * wait for each other's save (a claim whose transaction stays open keeps
  * the others from saving that topic until it ends), and a claim that rolls
  * back takes its save with it; a transaction makes at most SAVES_PER_XACT
- * saves.  The tables of 1.4 and before have no such table: nothing is read
- * or saved there.
+ * saves.  A claim of a topic looks its floor up when it has no position; a
+ * walk of every topic (outbox_store_across.c) reads them all at once.  The
+ * tables of 1.4 and before have no such table: nothing is read or saved
+ * there.
  *
  *-------------------------------------------------------------------------
  */
@@ -34,6 +36,7 @@
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
 #include "outbox.h"
@@ -61,6 +64,14 @@ SAVED_STATEMENT(stmt_saved_read) = {
 	1, {TEXTOID}
 };
 
+/* read whole, for a walk of every topic: the planner scans it as it likes */
+SAVED_STATEMENT(stmt_saved_all) = {
+	"SELECT topic, position FROM outbox.claim_position",
+	SPI_OK_SELECT,
+	0, {InvalidOid},
+	OBX_SCANS_ANY
+};
+
 SAVED_STATEMENT(stmt_saved_write) = {
 	"INSERT INTO outbox.claim_position AS p (topic, position, saved_at)"
 	" VALUES ($1, $2, $3) ON CONFLICT (topic) DO UPDATE"
@@ -69,9 +80,28 @@ SAVED_STATEMENT(stmt_saved_write) = {
 	3, {TEXTOID, INT8OID, TIMESTAMPTZOID}
 };
 
+/*
+ * The floors saved for every topic, for a walk of every topic: by the
+ * 64-bit hash of the topic, with the topic to compare; two topics of one
+ * hash both count as having none.
+ */
+typedef struct SavedFloor
+{
+	uint64		hash;			/* the hash key */
+	text	   *topic;
+	int64		floor;			/* 0: none, or two topics of this hash */
+} SavedFloor;
+
+struct SavedFloors
+{
+	HTAB	   *byhash;
+};
+
 /* the saves of this transaction, each holding its lock until the end */
 static int	saves_in_xact = 0;
 static bool callback = false;
+
+static uint64 obx_topic_hash(text *topic);
 
 static void
 obx_saved_xact(XactEvent event, void *arg)
@@ -125,8 +155,7 @@ StoreSaveFloor(text *topic, StreamClaimState *st, TimestampTz now)
 		RegisterXactCallback(obx_saved_xact, NULL);
 		callback = true;
 	}
-	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(topic),
-							   VARSIZE_ANY_EXHDR(topic), 0);
+	hash = obx_topic_hash(topic);
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32),
 						 (uint32) hash, SAVE_LOCK_FIELD);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
@@ -138,4 +167,70 @@ StoreSaveFloor(text *topic, StreamClaimState *st, TimestampTz now)
 	(void) SpiExecute(&stmt_saved_write, args, NULL, false, 0);
 	st->saved = floor;
 	st->saved_at = now;
+}
+
+static uint64
+obx_topic_hash(text *topic)
+{
+	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(topic),
+							   VARSIZE_ANY_EXHDR(topic), 0);
+}
+
+/*
+ * Every floor saved, read at once, in the current memory context; NULL
+ * when there is no table.  Called in an SPI connection.
+ */
+struct SavedFloors *
+StoreSavedFloors(void)
+{
+	struct SavedFloors *floors;
+	HASHCTL		ctl;
+	uint64		n;
+	uint64		r;
+
+	if (!StreamSavedSchema())
+		return NULL;
+	n = SpiExecute(&stmt_saved_all, NULL, NULL, false, 0);
+	ctl.keysize = sizeof(uint64);
+	ctl.entrysize = sizeof(SavedFloor);
+	ctl.hcxt = CurrentMemoryContext;
+	floors = palloc(sizeof(struct SavedFloors));
+	floors->byhash = hash_create("outbox saved floors", Max(n, 16), &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	for (r = 0; r < n; r++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		text	   *topic = DatumGetTextPCopy(SPI_getbinval(tuple, desc, 1, &isnull));
+		int64		floor = DatumGetInt64(SPI_getbinval(tuple, desc, 2, &isnull));
+		uint64		hash = obx_topic_hash(topic);
+		SavedFloor *e;
+		bool		found;
+
+		e = hash_search(floors->byhash, &hash, HASH_ENTER, &found);
+		if (found)
+		{
+			e->floor = 0;
+			continue;
+		}
+		e->topic = topic;
+		e->floor = floor;
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return floors;
+}
+
+/* The floor of topic among floors (StoreSavedFloors); 0 when none is saved */
+int64
+StoreSavedFloorOf(struct SavedFloors *floors, text *topic)
+{
+	uint64		hash = obx_topic_hash(topic);
+	SavedFloor *e = hash_search(floors->byhash, &hash, HASH_FIND, NULL);
+
+	if (e == NULL || e->floor == 0 ||
+		VARSIZE_ANY_EXHDR(e->topic) != VARSIZE_ANY_EXHDR(topic) ||
+		memcmp(VARDATA_ANY(e->topic), VARDATA_ANY(topic), VARSIZE_ANY_EXHDR(topic)) != 0)
+		return 0;
+	return e->floor;
 }

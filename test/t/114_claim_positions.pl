@@ -82,5 +82,16 @@ cmp_ok($few, '<', 500 * 60, 'with too few, claims start from the floors saved');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.claim_position}),
 	'100', 'a floor is saved for each topic');
 
+# After a restart no position is kept, and the first claim across all
+# topics walks every topic: it searches each from its saved floor, not
+# from its 185 delivered messages (18,500 entries).
+$node->restart;
+my $before = message_index_reads($node, 'postgres');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM outbox.claim('w', NULL, 1)}),
+	'1', 'after a restart, a claim across all topics gets a message');
+my $walk = message_index_reads($node, 'postgres') - $before;
+note("index entries read by that claim, a walk of the 100 topics: $walk");
+cmp_ok($walk, '<', 3000, 'the walk searches each topic from its saved floor');
+
 $node->stop;
 done_testing();

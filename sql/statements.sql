@@ -54,11 +54,12 @@ HAVING NOT bool_or(error IS NULL
  ORDER BY statement;
 
 -- the statements that ask for the planner's own choice read small tables
--- whole at most (the routes, the subscriptions, a sequence), never the
--- messages, the markers or a subscription's state and frontier
+-- whole at most (the routes, the subscriptions, a sequence, the saved
+-- claim positions), never the messages, the markers or a subscription's
+-- state and frontier
 SELECT statement, seq_scans, bitmap_scans FROM checked
  WHERE version = '1.5' AND error IS NULL AND scans = 'any'
-   AND NOT (seq_scans || bitmap_scans) <@ ARRAY['routes', 'subscription', 'message_seq']
+   AND NOT (seq_scans || bitmap_scans) <@ ARRAY['routes', 'subscription', 'message_seq', 'claim_position']
  ORDER BY statement;
 
 -- only a superuser may run it

@@ -40,6 +40,27 @@ $node->safe_psql('app', q{
 	END $$;
 });
 
+# Eight claims of $batch of topic $topic (SQL: a literal or NULL) in one
+# session, each completing what it got; returns the messages the claims
+# got, what the eighth got, the index entries of outbox.message it read,
+# and the session (for more claims by $sql).
+sub eight_claims
+{
+	my ($topic, $batch) = @_;
+	my $session = $node->background_psql('app');
+	my $sql = qq{
+		WITH c AS (SELECT * FROM outbox.claim('w', $topic, $batch, 30))
+		SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
+	my $claimed = 0;
+	$claimed += $session->query_safe($sql) for 1 .. 7;
+	$session->query_safe('SELECT pg_stat_force_next_flush()');
+	my $before = message_index_reads($node, 'app');
+	my $last = $session->query_safe($sql);
+	$session->query_safe('SELECT pg_stat_force_next_flush()');
+	my $reads = message_index_reads($node, 'app') - $before;
+	return ($claimed + $last, $last, $reads, $session, $sql);
+}
+
 # 3,000 messages of key hot, then 300 of other keys and 100 without one
 $node->safe_psql('app', q{
 	SELECT count(*) FROM outbox.append_batch('hk', 'evt.hk.v1',
@@ -54,18 +75,7 @@ is($node->safe_psql('app', qq{SELECT ordering_key FROM outbox.message WHERE id =
 	'hot', 'the head of the hot key is leased for an hour');
 
 # the other 400, in full batches; the last full claim reads few entries
-my $session = $node->background_psql('app');
-my $sql = q{
-	WITH c AS (SELECT * FROM outbox.claim('w', 'hk', 50, 30))
-	SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
-my $claimed = 0;
-$claimed += $session->query_safe($sql) for 1 .. 7;
-$session->query_safe('SELECT pg_stat_force_next_flush()');
-my $before = message_index_reads($node, 'app');
-my $last = $session->query_safe($sql);
-$session->query_safe('SELECT pg_stat_force_next_flush()');
-my $reads = message_index_reads($node, 'app') - $before;
-$claimed += $last;
+my ($claimed, $last, $reads, $session, $sql) = eight_claims(q{'hk'}, 50);
 is($last, '50', 'the eighth claim gets a full batch of other keys');
 note("index entries read by that claim: $reads (the hot key's run: 2,999 messages)");
 cmp_ok($reads, '<', 600, 'that claim does not read through the hot key\'s run');
@@ -97,18 +107,7 @@ $node->safe_psql('app', q{
 	  FROM generate_series(1, 100) i;
 });
 $head = $node->safe_psql('app', q{SELECT id FROM outbox.claim('holder', 'hx', 1, 3600)});
-$session = $node->background_psql('app');
-$sql = q{
-	WITH c AS (SELECT * FROM outbox.claim('w', NULL, 50, 30))
-	SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
-$claimed = 0;
-$claimed += $session->query_safe($sql) for 1 .. 7;
-$session->query_safe('SELECT pg_stat_force_next_flush()');
-$before = message_index_reads($node, 'app');
-$last = $session->query_safe($sql);
-$session->query_safe('SELECT pg_stat_force_next_flush()');
-$reads = message_index_reads($node, 'app') - $before;
-$claimed += $last;
+($claimed, $last, $reads, $session, $sql) = eight_claims('NULL', 50);
 is($last, '50', 'across all topics, the eighth claim gets a full batch of other keys');
 note("index entries read by that claim across all topics: $reads");
 cmp_ok($reads, '<', 600, 'that claim does not read through the hot key\'s run either');
@@ -154,18 +153,7 @@ for my $across (0, 1)
 {
 	my $topic = $across ? 'NULL' : q{'hm'};
 	my $what = $across ? 'across all topics' : 'of the topic';
-	$session = $node->background_psql('app');
-	$sql = qq{
-		WITH c AS (SELECT * FROM outbox.claim('w', $topic, 25, 30))
-		SELECT count(*) FROM c WHERE outbox.complete(c.id, 'w')};
-	$claimed = 0;
-	$claimed += $session->query_safe($sql) for 1 .. 7;
-	$session->query_safe('SELECT pg_stat_force_next_flush()');
-	$before = message_index_reads($node, 'app');
-	$last = $session->query_safe($sql);
-	$session->query_safe('SELECT pg_stat_force_next_flush()');
-	$reads = message_index_reads($node, 'app') - $before;
-	$claimed += $last;
+	($claimed, $last, $reads, $session) = eight_claims($topic, 25);
 	is($last, '25', "with sixteen hot keys, the eighth claim $what gets a full batch");
 	note("index entries read by that claim $what: $reads (the hot keys' runs: 4,784 messages)");
 	cmp_ok($reads, '<', 600, "that claim $what does not read through the hot keys' runs");

@@ -61,6 +61,17 @@ sub eight_claims
 	return ($claimed + $last, $last, $reads, $session, $sql);
 }
 
+# How many messages recorded in public.got were claimed after a later
+# message of their ordering key
+sub out_of_order
+{
+	return $node->safe_psql('app', q{
+		SELECT count(*) FROM (
+		  SELECT seq, lag(seq) OVER (PARTITION BY key ORDER BY n) AS prev
+		    FROM public.got WHERE key IS NOT NULL) x
+		 WHERE prev > seq});
+}
+
 # 3,000 messages of key hot, then 300 of other keys and 100 without one
 $node->safe_psql('app', q{
 	SELECT count(*) FROM outbox.append_batch('hk', 'evt.hk.v1',
@@ -87,11 +98,7 @@ is($claimed, 400, 'every message of the other keys was claimed');
 $node->safe_psql('app', qq{SELECT outbox.complete('$head', 'holder')});
 is($node->safe_psql('app', q{CALL public.drain('hk')}), '2999',
 	'the hot key\'s other 2,999 messages are claimed');
-is($node->safe_psql('app', q{
-	SELECT count(*) FROM (
-	  SELECT seq, lag(seq) OVER (ORDER BY n) AS prev FROM public.got WHERE key = 'hot') x
-	 WHERE prev > seq}),
-	'0', 'in position order');
+is(out_of_order(), '0', 'in position order');
 is($node->safe_psql('app', q{SELECT count(*) FROM outbox.message WHERE delivered_at IS NULL}),
 	'0', 'nothing is left');
 
@@ -117,11 +124,7 @@ is($claimed, 400, 'every message of the other keys was claimed across all topics
 $node->safe_psql('app', qq{SELECT outbox.complete('$head', 'holder')});
 is($node->safe_psql('app', q{CALL public.drain(NULL)}), '2999',
 	'the hot key\'s other 2,999 messages are claimed across all topics');
-is($node->safe_psql('app', q{
-	SELECT count(*) FROM (
-	  SELECT seq, lag(seq) OVER (ORDER BY n) AS prev FROM public.got WHERE key = 'hot') x
-	 WHERE prev > seq}),
-	'0', 'in position order');
+is(out_of_order(), '0', 'in position order');
 
 # Sixteen hot keys at once, two of them 200 characters long (one of
 # four-byte characters: 800 bytes), each with 300 messages behind its head
@@ -167,12 +170,7 @@ $node->safe_psql('app', q{
 	 WHERE lease_owner = 'holder' AND delivered_at IS NULL AND topic = 'hm'});
 is($node->safe_psql('app', q{CALL public.drain('hm')}), '4784',
 	'the rest of the topic is claimed: the hot keys\' runs and the other keys');
-is($node->safe_psql('app', q{
-	SELECT count(*) FROM (
-	  SELECT seq, lag(seq) OVER (PARTITION BY key ORDER BY n) AS prev
-	    FROM public.got WHERE key IS NOT NULL) x
-	 WHERE prev > seq}),
-	'0', 'each key in position order');
+is(out_of_order(), '0', 'each key in position order');
 is($node->safe_psql('app', q{
 	SELECT count(*) FROM outbox.message WHERE topic = 'hm' AND delivered_at IS NULL}),
 	'0', 'nothing of the topic is left');
@@ -224,12 +222,7 @@ is($node->safe_psql('app', q{
 	'0', 'every message was claimed');
 is($node->safe_psql('app', q{SELECT count(*) - count(DISTINCT id) FROM public.got}),
 	'0', 'each exactly once');
-is($node->safe_psql('app', q{
-	SELECT count(*) FROM (
-	  SELECT seq, lag(seq) OVER (PARTITION BY key ORDER BY n) AS prev
-	    FROM public.got WHERE key IS NOT NULL) x
-	 WHERE prev > seq}),
-	'0', 'the messages of each key were claimed in position order');
+is(out_of_order(), '0', 'the messages of each key were claimed in position order');
 
 $node->stop;
 done_testing();

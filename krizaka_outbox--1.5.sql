@@ -29,7 +29,8 @@ CREATE SCHEMA outbox;
  * the messages finished before it, whatever a held snapshot keeps of their
  * old versions (src/outbox_stream.c).  deferred marks the messages that are
  * not read from the stream but by their available_at: appended with an
- * available_at, failed and waiting for their retry, or revived.
+ * available_at still ahead, failed and waiting for their retry, or
+ * revived.
  *
  * ordering_key compares byte by byte (collation "C"): a key is an
  * identifier, and claims compare keys in message_key_idx for every keyed

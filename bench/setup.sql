@@ -148,16 +148,39 @@ $$;
 
 -- n messages appended one by one through append: with keys > 0 on the
 -- ordering keys k0 .. k<keys - 1> in turn; scheduled, each with an
--- available_at an hour ago, all due (a backlog of scheduled messages, read
--- through the deferred messages of the topic, not its stream).
+-- available_at an hour ahead (deferred: read through the deferred messages
+-- of the topic, not its stream), then all moved two hours back instead of
+-- waited for (a backlog of scheduled messages that fell due).
 CREATE PROCEDURE krizaka.preload_each(topic text, n integer, keys integer, scheduled boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
     FOR i IN 0 .. n - 1 LOOP
         PERFORM outbox.append(topic, 'evt.order.created.v1', public.bench_payload(i, i, 12.50, 3),
                               available_at => CASE WHEN scheduled
-                                              THEN now() - interval '1 hour' + i * interval '1 ms' END,
+                                              THEN now() + interval '1 hour' + i * interval '1 ms' END,
                               ordering_key => CASE WHEN keys > 0 THEN 'k' || (i % keys) END);
+        IF i % 10000 = 9999 THEN
+            COMMIT;
+        END IF;
+    END LOOP;
+    COMMIT;
+    IF scheduled THEN
+        UPDATE outbox.message m SET available_at = m.available_at - interval '2 hours'
+         WHERE m.topic = preload_each.topic;
+        COMMIT;
+    END IF;
+END
+$$;
+
+-- n messages appended one by one, each with an available_at an hour ago:
+-- due at its append, so fresh (read from the stream as one appended
+-- without an available_at).
+CREATE PROCEDURE krizaka.preload_past(topic text, n integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 0 .. n - 1 LOOP
+        PERFORM outbox.append(topic, 'evt.order.created.v1', public.bench_payload(i, i, 12.50, 3),
+                              available_at => now() - interval '1 hour' + i * interval '1 ms');
         IF i % 10000 = 9999 THEN
             COMMIT;
         END IF;

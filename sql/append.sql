@@ -39,6 +39,20 @@ SELECT outbox.append(topic => 'credits', type => 'evt.a.v1', payload => '1',
                      id => regress.id(3), available_at => '2001-01-01 00:00:00+00');
 SELECT id, topic, event_type, payload, available_at FROM outbox.message WHERE id = regress.id(3);
 
+-- an available_at still ahead of the call's clock makes the message
+-- deferred (claims find it by its available_at); one that has passed (or
+-- the transaction's now()) is due at once: fresh, read in append order as
+-- one appended without it.  A claim returns the due ones oldest first.
+BEGIN;
+SELECT outbox.append('sched', 'evt.a.v1', '1', NULL, clock_timestamp() + interval '1 hour') IS NOT NULL AS ahead;
+SELECT outbox.append('sched', 'evt.a.v1', '2', NULL, clock_timestamp() - interval '1 hour') IS NOT NULL AS passed;
+SELECT outbox.append('sched', 'evt.a.v1', '3', NULL, now()) IS NOT NULL AS xact_now;
+SELECT outbox.append('sched', 'evt.a.v1', '4') IS NOT NULL AS no_schedule;
+SELECT payload, deferred, available_at > clock_timestamp() AS ahead
+  FROM outbox.message WHERE topic = 'sched' ORDER BY seq;
+COMMIT;
+SELECT payload, attempts FROM outbox.claim('w', 'sched');
+
 -- any JSON value is a payload, JSON null included
 SELECT outbox.append('p', 'evt.p.v1', v.payload, regress.id(100 + v.n)) AS id
   FROM (VALUES (1, 'null'::jsonb), (2, 'true'), (3, '0'), (4, '"text"'), (5, '[]'),

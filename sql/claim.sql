@@ -141,6 +141,19 @@ UPDATE outbox.message SET leased_until = clock_timestamp() - interval '1 s' WHER
 SELECT id FROM outbox.claim('new', NULL, 500);
 SELECT count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead FROM outbox.message;
 
+-- the same among deferred messages (appended for later, then fallen due):
+-- found through the deferred messages, not the stream
+SELECT regress.reset();
+SELECT outbox.append('dd', 'evt.claim.v1', to_jsonb(n), regress.id(n), clock_timestamp() + interval '1 h')
+  FROM generate_series(1, 4) AS n
+ ORDER BY n;
+UPDATE outbox.message SET available_at = '2020-01-01 00:00:00+00'::timestamptz + seq * interval '1 s';
+UPDATE outbox.message SET attempts = 8, lease_owner = 'old', leased_until = clock_timestamp() - interval '1 s'
+ WHERE id = regress.id(1);
+SELECT id, attempts, lease_owner FROM outbox.claim('new', 'dd', 2);
+SELECT id, deferred, attempts, lease_owner, dead_at IS NOT NULL AS dead, last_error
+  FROM outbox.message ORDER BY id;
+
 -- the last allowed attempt follows outbox.max_attempts at the time of the claim
 SELECT regress.reset();
 SELECT outbox.append('m', 'evt.claim.v1', to_jsonb(n), regress.id(n), '2020-01-01 00:00:00+00'::timestamptz + n * interval '1 s')

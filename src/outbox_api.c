@@ -68,7 +68,11 @@ obx_ordering_key(FunctionCallInfo fcinfo, int argno)
  * returns uuid
  *
  * Appends a message in the caller's transaction; with a given id, a repeat
- * with the same content is a no-op that returns the id.  SECURITY INVOKER:
+ * with the same content is a no-op that returns the id.  A message whose
+ * available_at is still ahead is deferred (read by its available_at, see
+ * the deferred column); one due already, whatever available_at says, is
+ * fresh: it is read from the topic's stream like a message appended
+ * without one, and its completion stays a HOT update.  SECURITY INVOKER:
  * the call switches to the function's owner itself (outbox_identity.c).
  */
 Datum
@@ -80,12 +84,14 @@ outbox_append(PG_FUNCTION_ARGS)
 	Jsonb	   *payload;
 	pg_uuid_t  *id;
 	TimestampTz available_at;
+	bool		deferred;
 	text	   *key;
 	SavedIdentity caller;
 
 	CheckNotNull(PG_ARGISNULL(2), "payload");
 	payload = PG_GETARG_JSONB_P(2);
 	available_at = CheckAvailableAt(PG_GETARG_DATUM(4), PG_ARGISNULL(4), now);
+	deferred = available_at > now;
 	key = obx_ordering_key(fcinfo, 5);
 
 	IdentityBecomeFunctionOwner(fcinfo, &caller);
@@ -93,14 +99,12 @@ outbox_append(PG_FUNCTION_ARGS)
 	{
 		id = palloc(sizeof(pg_uuid_t));
 		GenerateUuidV7(id);
-		StoreAppendNew(topic, type, payload, id, available_at,
-					   !PG_ARGISNULL(4), key);
+		StoreAppendNew(topic, type, payload, id, available_at, deferred, key);
 	}
 	else
 	{
 		id = PG_GETARG_UUID_P(3);
-		StoreAppend(topic, type, payload, id, available_at, !PG_ARGISNULL(4),
-					key);
+		StoreAppend(topic, type, payload, id, available_at, deferred, key);
 	}
 	WakeWorkerForTopic(topic);
 	IdentityRestore(&caller);

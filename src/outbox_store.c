@@ -241,7 +241,7 @@ obx_append_begin(text *topic, text *ordering_key)
 
 /*
  * The parameters of the single-message appends; deferred when the caller
- * gave available_at (see the deferred column).
+ * gave an available_at still ahead (see the deferred column).
  */
 static void
 obx_append_args(Datum *args, char *nulls, text *topic, text *event_type,

@@ -44,7 +44,7 @@ $node->safe_psql('app', q{
 /* top */ SELECT outbox.append('t', 'evt.t.v1', '{"n": 1}');
 /* top */ SELECT outbox.append('t', 'evt.t.v1', '{"n": 2}', '00000000-0000-7000-8000-000000000002');
 /* top */ SELECT count(*) FROM outbox.append_batch('t', 'evt.t.v1', ARRAY['3', '4', '5', '6']::jsonb[]);
-/* top */ SELECT outbox.append('t', 'evt.t.v1', '{"n": 7}', available_at => now() - interval '1 second');
+/* top */ SELECT outbox.append('t', 'evt.t.v1', '{"n": 7}', available_at => now() + interval '1 hour');
 /* top */ SELECT outbox.complete(id, 'w') FROM outbox.claim('w', 't', 2);
 /* top */ SELECT outbox.complete_many(array_agg(id), 'w') FROM outbox.claim('w', 't', 2);
 /* top */ SELECT count(*) FROM outbox.complete_and_claim('{}', 'w', 't', 2);

@@ -56,6 +56,7 @@ OBJS = \
 	src/outbox_store_subs_claim.o \
 	src/outbox_subs_across.o \
 	src/outbox_subs_frontier.o \
+	src/outbox_subs_keylock.o \
 	src/outbox_subs_manage.o \
 	src/outbox_subs_marks.o \
 	src/outbox_subs_scan.o \

@@ -12,19 +12,20 @@
  * completion deletes it.  Of the rows of one ordering key the first (in
  * position order) that is not dead is the key's head; the others are
  * blocked.  Whenever a head leaves (completed, dead), the next one is
- * unblocked under the subscription's lock (outbox_subs_frontier.c), held
- * until commit, which a claim that reads an ordering key also holds until
- * its commit: so a claim that adds a row behind a head, and the
- * completion of that head, never miss each other.
+ * unblocked under the key's lock (outbox_subs_keylock.c), held until
+ * commit, which a claim that adds a row to the key also holds until its
+ * commit: so a claim that adds a row behind a head, and the completion of
+ * that head, never miss each other.
  *
- * A completion or failure that may need that lock takes it before it
- * changes any state row, never after.  The transaction holding it may wait
- * for a row: a claim's FOR UPDATE SKIP LOCKED skips a row locked now, but
- * of a row whose update committed after the claim's snapshot it waits for
- * whoever changes the newer version.  A completion that deleted its rows
- * and then waited for the lock closed that cycle (deadlock detected, the
- * completion or the claim undone) under a few concurrent claimers of keyed
- * messages.
+ * A completion or failure that changes a key takes the key's lock before
+ * it changes any state row, never after, and never takes the
+ * subscription's lock (outbox_subs_frontier.c): claims, which hold that
+ * lock while they read the log, only try the keys' locks.  A claim's FOR
+ * UPDATE SKIP LOCKED skips a row locked now, but of a row whose update
+ * committed after the claim's snapshot it waits for whoever changes the
+ * newer version: a completion that changed rows and then waited for the
+ * subscription's lock held by such a claim closed a cycle (deadlock
+ * detected) when completions took that lock.
  *
  *-------------------------------------------------------------------------
  */
@@ -72,13 +73,13 @@ SAVED_STATEMENT(stmt_complete) = COMPLETE("$1", UUIDOID);
 SAVED_STATEMENT(stmt_complete_many) = COMPLETE("ANY ($1)", UUIDARRAYOID);
 
 /*
- * The subscriptions of the keyed rows ($1 as in COMPLETE) a completion
- * ($4 true) or a failure is about to change, a failure's only when it
- * makes its row dead ($4: it does whatever the attempts; else from $5
- * attempts on): their locks are taken first (obx_lock_keyed).
+ * The keys of the keyed rows ($1 as in COMPLETE) a completion ($4 true)
+ * or a failure is about to change, a failure's only when it makes its row
+ * dead ($4: it does whatever the attempts; else from $5 attempts on),
+ * with their subscriptions: their locks are taken first (obx_lock_keyed).
  */
 #define KEYED_SUBS(which, type) { \
-	"SELECT DISTINCT x.sub_id FROM outbox.subscription_state x, outbox.subscription s" \
+	"SELECT DISTINCT x.sub_id, x.ordering_key FROM outbox.subscription_state x, outbox.subscription s" \
 	" WHERE x.id OPERATOR(pg_catalog.=) " which " AND " SUBS_LEASE_HELD \
 	" AND x.ordering_key IS NOT NULL AND ($4 OR x.attempts OPERATOR(pg_catalog.>=) $5)", \
 	SPI_OK_SELECT, 5, {type, TEXTOID, TEXTOID, BOOLOID, INT4OID} }
@@ -240,8 +241,8 @@ SubsSchema(void)
 
 /*
  * Unblock the next message of each key (keys[i] of subscription
- * sub_ids[i]) whose head left, under the lock of its subscription's row.
- * Runs inside the caller's SPI connection.
+ * sub_ids[i]) whose head left; the caller holds the keys' locks, taken
+ * before their head left.  Runs inside the caller's SPI connection.
  */
 void
 SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys)
@@ -254,7 +255,6 @@ SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys)
 											  TYPALIGN_INT));
 	args[1] = PointerGetDatum(construct_array(keys, nkeys, TEXTOID, -1, false,
 											  TYPALIGN_INT));
-	SubsLockMany(nkeys, sub_ids);
 	(void) SpiExecute(&stmt_promote, args, NULL, false, 0);
 }
 
@@ -289,29 +289,34 @@ SubsPromoteReturned(int subcol, int keycol)
 }
 
 /*
- * Lock the subscriptions that keyed (stmt_keyed or stmt_keyed_many, run
- * with args) returns, before the caller changes any state row: see the
- * head of this file.  Runs inside the caller's SPI connection.
+ * Lock the keys that keyed (stmt_keyed or stmt_keyed_many, run with args)
+ * returns, before the caller changes any state row: see the head of this
+ * file.  Runs inside the caller's SPI connection.
  */
 static void
 obx_lock_keyed(SavedStatement *keyed, Datum *args)
 {
 	uint64		n = SpiExecute(keyed, args, NULL, false, 0);
 	Datum	   *subs;
+	Datum	   *keys;
 	uint64		i;
 
 	if (n == 0)
 		return;
 	subs = palloc(sizeof(Datum) * n);
+	keys = palloc(sizeof(Datum) * n);
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
 
 		subs[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
 								&isnull);
+		keys[i] = PointerGetDatum(DatumGetTextPCopy(
+			SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)));
 	}
-	SubsLockMany((int) n, subs);
+	SubsKeyLockMany((int) n, subs, keys);
 	pfree(subs);
+	pfree(keys);
 }
 
 /* complete and complete_many: the rows go, the keys they held move on */
@@ -576,7 +581,7 @@ obx_retry(SavedStatement *lock, Datum *lockargs, Datum which, TimestampTz now)
 			subs[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
 									1, &isnull);
 		}
-		SubsLockMany((int) n, subs);
+		SubsKeyLockAll((int) n, subs);
 		args[0] = PointerGetDatum(construct_array(subs, (int) n, INT4OID, 4, true,
 												  TYPALIGN_INT));
 		args[1] = which;

@@ -10,11 +10,12 @@
  * The fresh read takes the subscription's lock and reads on from its
  * frontier (outbox_subs_frontier.c), which records each range read: two
  * claimers never read one range of the log, and a range whose claim
- * rolls back is read again.  A claim whose range holds no ordering key
- * releases the lock once its rows are in (SUBS_RELEASE_BEFORE_COMMIT);
- * the others hold it until the transaction ends.  Every message read
- * gets a state row: leased at once when it is due and its key's head,
- * else waiting for its available_at or behind its key.  The due read and
+ * rolls back is read again.  A claim releases the lock once its rows are
+ * in (SUBS_RELEASE_BEFORE_COMMIT).  Every message read gets a state row:
+ * leased at once when it is due and its key's head, else waiting for its
+ * available_at or behind its key; the claim holds the lock of each key it
+ * adds a row to until it ends, and stops reading before a message whose
+ * key another transaction holds (outbox_subs_keylock.c).  The due read and
  * the look at leases that ran out lease rows that are there, skipping
  * those another claim holds; they need no lock, but a claim takes the
  * subscription's lock before them or never waits for it (see
@@ -87,13 +88,24 @@ SAVED_STATEMENT(stmt_find_v15) = {
 	"  AND c.attempts OPERATOR(pg_catalog.>=) $3"
 SAVED_STATEMENT(stmt_dead_mark) = {
 	"WITH c AS (SELECT c.ctid FROM outbox.subscription_state c"
-	"  WHERE " SUBS_LAST_LEASE_OVER " FOR UPDATE SKIP LOCKED)"
+	"  WHERE " SUBS_LAST_LEASE_OVER
+	"  AND (c.ordering_key IS NULL"
+	"   OR (c.ordering_key COLLATE pg_catalog.\"C\") OPERATOR(pg_catalog.=) ANY ($5))"
+	"  FOR UPDATE SKIP LOCKED)"
 	" UPDATE outbox.subscription_state x SET dead_at = $2, leased_until = NULL, lease_owner = NULL,"
 	" last_error = pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s',"
 	"  x.lease_owner, x.attempts, $3)"
 	" WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.ctid FROM c))"
 	" RETURNING x.sub_id, x.ordering_key",
-	SPI_OK_UPDATE_RETURNING, 4, {INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
+	SPI_OK_UPDATE_RETURNING, 5,
+	{INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTARRAYOID}
+};
+
+/* the keys of the rows stmt_dead_mark would make dead (same arguments) */
+SAVED_STATEMENT(stmt_dead_keys) = {
+	"SELECT DISTINCT c.ordering_key FROM outbox.subscription_state c"
+	" WHERE " SUBS_LAST_LEASE_OVER " AND c.ordering_key IS NOT NULL",
+	SPI_OK_SELECT, 4, {INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
 };
 
 /*
@@ -198,7 +210,7 @@ SAVED_STATEMENT(stmt_claim_fresh) = {
 
 /* the first holes of a subscription: $1 sub_id, $2 how many, $3 from */
 SAVED_STATEMENT(stmt_holes) = {
-	"SELECT seq, id FROM outbox.subscription_state"
+	"SELECT seq, id, ordering_key FROM outbox.subscription_state"
 	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND hole AND seq OPERATOR(pg_catalog.>=) $3"
 	" ORDER BY seq LIMIT $2",
 	SPI_OK_SELECT, 3, {INT4OID, INT4OID, INT8OID}
@@ -287,12 +299,18 @@ obx_first_bool(void)
 /*
  * Run stmt_dead_any (!mark: whether a lease that ran out on its last
  * attempt is there to make dead) or stmt_dead_mark (mark: make them dead,
- * free their keys; the caller holds the subscription's lock).
+ * free their keys; the caller holds the subscription's lock).  A keyed
+ * row is made dead only when its key's lock is free now
+ * (outbox_subs_keylock.c); the others wait for a later claim.
  */
 static bool
 obx_dead(Datum sub, const ClaimRequest *req, TimestampTz low, bool mark)
 {
-	Datum		args[4];
+	Datum		args[5];
+	Datum	   *keys;
+	uint64		n;
+	uint64		i;
+	int			nkeys = 0;
 
 	args[0] = sub;
 	args[1] = TimestampTzGetDatum(req->now);
@@ -303,6 +321,19 @@ obx_dead(Datum sub, const ClaimRequest *req, TimestampTz low, bool mark)
 		(void) SpiExecute(&stmt_dead_any, args, NULL, false, 1);
 		return obx_first_bool();
 	}
+	n = SpiExecute(&stmt_dead_keys, args, NULL, false, 0);
+	keys = palloc(sizeof(Datum) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+		text	   *key = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 1,
+														  &isnull));
+
+		if (SubsKeyTryLock(DatumGetInt32(sub), key))
+			keys[nkeys++] = PointerGetDatum(key);
+	}
+	args[4] = SubsArray(keys, NULL, nkeys, TEXTOID);
 	if (SpiExecute(&stmt_dead_mark, args, NULL, false, 0) > 0)
 		SubsPromoteReturned(1, 2);
 	return true;
@@ -325,6 +356,7 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	Datum	   *done_ids;
 	Datum	   *gone;
 	Datum	   *ids;
+	Datum	   *keys;
 	int64	   *seqs;
 	int		   *states;
 	int			ndone = 0;
@@ -350,6 +382,7 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	done_ids = palloc(sizeof(Datum) * n);
 	gone = palloc(sizeof(Datum) * n);
 	ids = palloc(sizeof(Datum) * n);
+	keys = palloc(sizeof(Datum) * n);
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
@@ -359,6 +392,9 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 		ids[i] = datumCopy(SPI_getbinval(SPI_tuptable->vals[i],
 										 SPI_tuptable->tupdesc, 2, &isnull),
 						   false, UUID_LEN);
+		keys[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3,
+								&isnull);
+		keys[i] = isnull ? (Datum) 0 : PointerGetDatum(DatumGetTextPCopy(keys[i]));
 	}
 	*first = seqs[0];
 	SubsProbeStream(req->topic, seqs, n, states);
@@ -369,7 +405,9 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 			done_ids[ndone] = ids[i];
 			done[ndone++] = Int64GetDatum(seqs[i]);
 		}
-		else if (states[i] == STREAM_GONE)
+		else if (states[i] == STREAM_GONE &&
+				 (keys[i] == (Datum) 0 ||
+				  SubsKeyTryLock(DatumGetInt32(sub), DatumGetTextPP(keys[i]))))
 			gone[ngone++] = Int64GetDatum(seqs[i]);
 	}
 	*changed = ngone > 0 || ndone > 0;
@@ -426,7 +464,8 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	int64		next;
 	int			got;
 	int			reads;
-	bool		keyed = false;
+	bool		changed = false;
+	bool		stop = false;
 	StreamEntry *entries;
 	HoleMark   *mark;
 	int64		lowest;
@@ -443,13 +482,13 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	SubsFrontierRead(&f, DatumGetInt32(sub));
 	lowest = SubsFrontierFloor(&f);
 	mark = SubsHoleMark(DatumGetInt32(sub));
-	got = obx_claim_holes(sub, req, lease_end, want, mark->from, sink, &keyed,
+	got = obx_claim_holes(sub, req, lease_end, want, mark->from, sink, &changed,
 						  &first);
 	if (f.nrows > 0 &&
 		!(TransactionIdIsValid(mark->changed) &&
 		  TransactionIdEquals(mark->changed, GetTopTransactionIdIfAny())))
 		mark->from = Max(mark->from, Min(lowest, first));
-	if (keyed)
+	if (changed)
 		mark->changed = GetTopTransactionIdIfAny();
 
 	horizon = obx_read_horizon(&f);
@@ -460,7 +499,7 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	args[5] = TimestampTzGetDatum(req->now);
 	args[6] = TimestampTzGetDatum(lease_end);
 	args[7] = PointerGetDatum(req->owner);
-	for (reads = 0; reads < SUBS_FRESH_READS && got < want; reads++)
+	for (reads = 0; reads < SUBS_FRESH_READS && got < want && !stop; reads++)
 	{
 		Datum	   *fresh;
 		Datum	   *hseq;
@@ -494,6 +533,23 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 
 		n = SubsReadStream(req->topic, next, horizon, want - got, SUBS_MAX_HOLES,
 						   entries, &end);
+
+		/*
+		 * The read ends before a message whose key another transaction
+		 * changes now (outbox_subs_keylock.c): its row is decided once that
+		 * transaction has ended, by a later claim.
+		 */
+		for (i = 0; i < n; i++)
+		{
+			if (entries[i].key != NULL &&
+				!SubsKeyTryLock(DatumGetInt32(sub), entries[i].key))
+			{
+				end = entries[i].seq;
+				n = i;
+				stop = true;
+				break;
+			}
+		}
 		if (n > 0)
 		{
 			fresh = palloc(sizeof(Datum) * n);
@@ -506,8 +562,6 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 			{
 				StreamEntry *e = &entries[i];
 
-				if (e->key != NULL)
-					keyed = true;
 				if (!e->in_progress)
 				{
 					fresh[nfresh++] = UUIDPGetDatum(&e->id);
@@ -543,11 +597,12 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	SubsFrontierAdvance(&f, next, req->now);
 
 	/*
-	 * Without keys nothing here is decided against the next claim's range,
-	 * so the next claim reads on now, the rows of this claim being in
-	 * the frontier's chain and read again if this transaction rolls back.
-	 * With a key, the next claim must not hand out a later message of that
-	 * key before this transaction has ended, so the lock is kept.  (Under
+	 * The next claim reads on now, the rows of this claim being in the
+	 * frontier's chain and read again if this transaction rolls back.  What
+	 * was decided against a key holds: the keys' locks of this claim are
+	 * held until it ends, and the next claim stops before a message of one
+	 * of them.  A claim that handed out or dropped holes keeps the lock
+	 * until it ends.  (Under
 	 * load, test 142_subscriptions_claim_rollback once saw two claims
 	 * insert a state row for one position with the lock released early:
 	 * a claim reading a rolled-back range again took a second horizon past
@@ -555,7 +610,7 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	 * a claim had inserted and deleted, which committed meanwhile; both are
 	 * fixed, see SubsFrontierRead.)
 	 */
-	if (SUBS_RELEASE_BEFORE_COMMIT && !keyed && f.chain)
+	if (SUBS_RELEASE_BEFORE_COMMIT && !changed && f.chain)
 		SubsUnlock(DatumGetInt32(sub));
 	return got;
 }
@@ -657,13 +712,11 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 	 * after its snapshot it locks the newer version, waiting for whoever
 	 * changes it: a claim that leased or only so locked rows and then
 	 * waited for the lock could wait for a transaction that holds the lock
-	 * and waits for one of those rows (a completion, which takes the lock
-	 * first; outbox_store_subs.c).  So: the lock if it is free; else, when
-	 * something is due (or the claim may not wait: req->no_wait), the due
-	 * read without it (and the log only if the lock is free by then); else
-	 * wait for it first.  The transaction holding it may be a claim of
-	 * keyed messages, which holds it until its commit: what that commit
-	 * makes due (a key's next message) is then read after the wait.
+	 * and waits for one of those rows.  So: the lock if it is free; else,
+	 * when something is due (or the claim may not wait: req->no_wait), the
+	 * due read without it (and the log only if the lock is free by then);
+	 * else wait for it first.  The transaction holding it may be a claim
+	 * that handed out holes, which holds it until its commit.
 	 */
 	if (look && obx_dead(sub, req, low, false))
 	{

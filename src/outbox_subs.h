@@ -131,6 +131,11 @@ extern void SubsFrontierAdvance(SubsFrontier *f, int64 next, TimestampTz now);
 extern int64 SubsFrontierFloor(const SubsFrontier *f);
 extern void SubsWaitClaims(int32 sub);
 
+/* the locks of a subscription's ordering keys (outbox_subs_keylock.c) */
+extern bool SubsKeyTryLock(int32 sub, text *key);
+extern void SubsKeyLockMany(int n, Datum *subs, Datum *keys);
+extern void SubsKeyLockAll(int n, Datum *subs);
+
 /* claiming (outbox_store_subs_claim.c) */
 extern int	SubsClaimToTuplestore(const ClaimRequest *req, text *name,
 								  TupleDesc tupdesc, Tuplestorestate *store);

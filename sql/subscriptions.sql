@@ -481,6 +481,35 @@ SELECT regress.state() = :'before' AS unchanged,
            AS subscriptions_unchanged;
 DROP TABLE bad_sub, sub_arg;
 
+-- the keys' locks: a transaction holds at most 128.  A claim of 300
+-- messages of 300 keys stops before the 129th key; a transaction that
+-- completes them one by one takes the subscription's lock of all keys
+-- past 128 of them; the lock table never holds more of this backend.
+SELECT pg_temp.reset();
+SELECT outbox.subscribe('kl', 's') AS subscribed;
+SELECT count(outbox.append('kl', 'evt.kl.v1', to_jsonb(n), NULL, NULL, 'k' || n))
+  FROM generate_series(1, 300) AS n;
+CREATE FUNCTION pg_temp.key_locks() RETURNS TABLE (keys bigint, subscription text)
+LANGUAGE sql AS $$
+  SELECT count(*) FILTER (WHERE objsubid = 19275),
+         string_agg(mode, ',' ORDER BY mode) FILTER (WHERE objsubid = 19276)
+    FROM pg_catalog.pg_locks
+   WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND granted
+$$;
+BEGIN;
+SELECT count(*) AS claimed, min((payload)::int) AS first, max((payload)::int) AS last
+  FROM outbox.claim('w', 'kl', 500, 60, 's');
+SELECT * FROM pg_temp.key_locks();
+COMMIT;
+SELECT count(*) AS claimed FROM outbox.claim('w', 'kl', 500, 60, 's');
+SELECT count(*) AS claimed FROM outbox.claim('w', 'kl', 500, 60, 's');
+BEGIN;
+SELECT count(*) FILTER (WHERE outbox.complete(x.id, 'w', 's')) AS completed
+  FROM outbox.subscription_state x;
+SELECT * FROM pg_temp.key_locks();
+COMMIT;
+SELECT count(*) AS state_rows FROM outbox.subscription_state;
+
 SELECT pg_temp.reset();
 SELECT count(*) AS subscriptions FROM outbox.subscription;
 SELECT count(*) AS state_rows FROM outbox.subscription_state;

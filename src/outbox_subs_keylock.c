@@ -47,10 +47,10 @@
 #define KEY_FIELD	0x4B4B
 #define KEYS_FIELD	0x4B4C
 
-/* the keys' locks a claim's transaction takes at most */
+/* the keys' locks a transaction takes at most */
 #define SUBS_KEY_LOCKS	128
 
-static int	claim_locks = 0;	/* keys' locks claims took in this transaction */
+static int	key_locks = 0;		/* keys' locks taken in this transaction */
 static bool callback = false;
 
 static void
@@ -59,7 +59,18 @@ obx_keylock_xact(XactEvent event, void *arg)
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
 		event == XACT_EVENT_PARALLEL_ABORT)
-		claim_locks = 0;
+		key_locks = 0;
+}
+
+static void
+obx_count_lock(void)
+{
+	if (!callback)
+	{
+		RegisterXactCallback(obx_keylock_xact, NULL);
+		callback = true;
+	}
+	key_locks++;
 }
 
 static uint64
@@ -86,8 +97,8 @@ obx_keys_tag(LOCKTAG *tag, int32 sub)
  * For a claim of subscription sub about to add a row to key: the key's
  * lock if it can have it now, until the transaction ends.  False when
  * another transaction changes the key (or all of them), or when this
- * transaction's claims hold SUBS_KEY_LOCKS keys' locks already: the claim
- * then reads no further.
+ * transaction holds SUBS_KEY_LOCKS keys' locks already: the claim then
+ * reads no further.
  */
 bool
 SubsKeyTryLock(int32 sub, text *key)
@@ -104,17 +115,12 @@ SubsKeyTryLock(int32 sub, text *key)
 		return false;
 	if (got == LOCKACQUIRE_OK)
 	{
-		if (claim_locks >= SUBS_KEY_LOCKS)
+		if (key_locks >= SUBS_KEY_LOCKS)
 		{
 			(void) LockRelease(&tag, ExclusiveLock, false);
 			return false;
 		}
-		if (!callback)
-		{
-			RegisterXactCallback(obx_keylock_xact, NULL);
-			callback = true;
-		}
-		claim_locks++;
+		obx_count_lock();
 	}
 	return true;
 }
@@ -138,9 +144,10 @@ obx_cmp_keylock(const void *a, const void *b)
 
 /*
  * Wait for the locks of the n keys keys[i] (text) of subscriptions
- * subs[i] (int4), held until the transaction ends: a subscription with
- * more than SUBS_KEY_LOCKS of them gets its lock of all keys instead.
- * Called before any of their state rows changes.
+ * subs[i] (int4), held until the transaction ends: a subscription whose
+ * keys would take this transaction past SUBS_KEY_LOCKS keys' locks gets
+ * its lock of all keys instead.  Called before any of their state rows
+ * changes.
  */
 void
 SubsKeyLockMany(int n, Datum *subs, Datum *keys)
@@ -169,7 +176,7 @@ SubsKeyLockMany(int n, Datum *subs, Datum *keys)
 			if (end == first || locks[end].hash != locks[end - 1].hash)
 				distinct++;
 		obx_keys_tag(&tag, sub);
-		if (distinct > SUBS_KEY_LOCKS)
+		if (key_locks + distinct > SUBS_KEY_LOCKS)
 			(void) LockAcquire(&tag, ExclusiveLock, false, false);
 		else
 		{
@@ -179,7 +186,8 @@ SubsKeyLockMany(int n, Datum *subs, Datum *keys)
 				if (i > first && locks[i].hash == locks[i - 1].hash)
 					continue;
 				obx_key_tag(&tag, locks[i].hash);
-				(void) LockAcquire(&tag, ExclusiveLock, false, false);
+				if (LockAcquire(&tag, ExclusiveLock, false, false) == LOCKACQUIRE_OK)
+					obx_count_lock();
 			}
 		}
 		first = end;

@@ -40,6 +40,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
@@ -431,6 +432,28 @@ obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 }
 
 /*
+ * Did a claim that f saw in progress roll back since?  Its range is then
+ * read again by a later claim, and a message of a key there comes before
+ * the key's messages this claim has read: the keys' locks of that claim
+ * (outbox_subs_keylock.c) kept this one off its keys only while it ran.
+ */
+static bool
+obx_claim_below_undone(const SubsFrontier *f)
+{
+	int			i;
+
+	for (i = 0; i < f->nrows; i++)
+	{
+		TransactionId xid = f->rows[i].inserting;
+
+		if (TransactionIdIsValid(xid) && !TransactionIdIsInProgress(xid) &&
+			!TransactionIdDidCommit(xid))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Up to where a claim reads the log from frontier f, read under the lock:
  * below the horizon every append has its row in.  Each call of GapHorizon
  * takes a new position, so it is called once, not inside Min, which
@@ -543,12 +566,25 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 		{
 			if (entries[i].key != NULL &&
 				!SubsKeyTryLock(DatumGetInt32(sub), entries[i].key))
-			{
-				end = entries[i].seq;
-				n = i;
-				stop = true;
 				break;
-			}
+		}
+
+		/*
+		 * A claim below this range that rolled back after the frontier was
+		 * read (before, its range would be read first) may have held any
+		 * of these keys: the read ends before the first keyed message.
+		 */
+		if (i == n && obx_claim_below_undone(&f))
+		{
+			for (i = 0; i < n; i++)
+				if (entries[i].key != NULL)
+					break;
+		}
+		if (i < n)
+		{
+			end = entries[i].seq;
+			n = i;
+			stop = true;
 		}
 		if (n > 0)
 		{

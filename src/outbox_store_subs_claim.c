@@ -62,9 +62,6 @@
  */
 #define SUBS_RELEASE_BEFORE_COMMIT	true
 
-/* at most this many appends in progress passed over by one read of the log */
-#define SUBS_MAX_HOLES		1000
-
 SAVED_STATEMENT(stmt_find) = {
 	"SELECT sub_id, paused_until, expired_at, false FROM outbox.subscription"
 	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
@@ -209,56 +206,6 @@ SAVED_STATEMENT(stmt_claim_fresh) = {
 	 TIMESTAMPTZOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID}
 };
 
-/* the first holes of a subscription: $1 sub_id, $2 how many, $3 from */
-SAVED_STATEMENT(stmt_holes) = {
-	"SELECT seq, id, ordering_key FROM outbox.subscription_state"
-	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND hole AND seq OPERATOR(pg_catalog.>=) $3"
-	" ORDER BY seq LIMIT $2",
-	SPI_OK_SELECT, 3, {INT4OID, INT4OID, INT8OID}
-};
-
-/* holes whose append rolled back: $1 sub_id, $2 positions */
-SAVED_STATEMENT(stmt_holes_gone) = {
-	"WITH c AS (SELECT c.ctid FROM outbox.subscription_state c"
-	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_WITHIN("c.seq", "$2")
-	"  AND c.seq OPERATOR(pg_catalog.=) ANY ($2) AND c.hole FOR UPDATE SKIP LOCKED)"
-	" DELETE FROM outbox.subscription_state x"
-	" WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.ctid FROM c))"
-	" RETURNING x.sub_id, x.ordering_key",
-	SPI_OK_DELETE_RETURNING, 2, {INT4OID, INT8ARRAYOID}
-};
-
-/*
- * Holes whose append committed, handed out like fresh messages: $1
- * sub_id, $2 topic, $3 positions, $4 now, $5 lease end, $6 owner, $7 the
- * ids of their messages (looked up by id, see SUBS_LEASE_ROWS).
- */
-SAVED_STATEMENT(stmt_holes_done) = {
-	"WITH r AS (SELECT x.seq, m.available_at,"
-	"   NOT x.blocked AND m.available_at OPERATOR(pg_catalog.<=) $4 AS take"
-	"  FROM outbox.subscription_state x JOIN outbox.message m ON m.id OPERATOR(pg_catalog.=) x.id"
-	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_WITHIN("x.seq", "$3")
-	"  AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
-	"  AND m.id OPERATOR(pg_catalog.=) ANY ($7)"
-	"  AND x.hole FOR UPDATE OF x SKIP LOCKED),"
-	" u AS (UPDATE outbox.subscription_state x SET hole = false,"
-	"  available_at = CASE WHEN r.take THEN $5 ELSE r.available_at END,"
-	"  attempts = CASE WHEN r.take THEN 1 ELSE 0 END,"
-	"  leased_until = CASE WHEN r.take THEN $5 END,"
-	"  lease_owner = CASE WHEN r.take THEN $6 END"
-	"  FROM r WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) r.seq"
-	"  AND " SUBS_WITHIN("x.seq", "$3") " AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
-	"  RETURNING x.id, x.attempts, x.leased_until, x.lease_owner)"
-	" SELECT m.id, m.topic, m.event_type, m.payload, m.created_at, m.available_at,"
-	" u.attempts, u.leased_until, u.lease_owner, NULL::pg_catalog.timestamptz,"
-	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, m.seq, false, m.ordering_key"
-	" FROM u JOIN outbox.message m ON m.id OPERATOR(pg_catalog.=) u.id"
-	" WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT u.id FROM u)) ORDER BY m.seq",
-	SPI_OK_SELECT, 7,
-	{INT4OID, TEXTOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID,
-	 UUIDARRAYOID}
-};
-
 /* whether stmt_dead_mark (same arguments) has a row to make dead */
 SAVED_STATEMENT(stmt_dead_any) = {
 	"SELECT EXISTS (SELECT 1 FROM outbox.subscription_state c"
@@ -341,97 +288,6 @@ obx_dead(Datum sub, const ClaimRequest *req, TimestampTz low, bool mark)
 }
 
 /*
- * Look again at the holes of the subscription from position from: hand
- * out those whose append committed (at most want), drop those that rolled
- * back.  Returns how many were leased; *changed says whether any hole was
- * handed out or dropped, *first is the first hole found (PG_INT64_MAX:
- * none).
- */
-static int
-obx_claim_holes(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
-				int want, int64 from, SubsSink *sink, bool *changed,
-				int64 *first)
-{
-	Datum		args[7];
-	Datum	   *done;
-	Datum	   *done_ids;
-	Datum	   *gone;
-	Datum	   *ids;
-	Datum	   *keys;
-	int64	   *seqs;
-	int		   *states;
-	int			ndone = 0;
-	int			ngone = 0;
-	int			n;
-	int			i;
-	int64		last;
-
-	/*
-	 * Every hole (up to SUBS_MAX_HOLES) is looked at, not only the first
-	 * want: one that stays open must not hold back those after it.
-	 */
-	args[0] = sub;
-	args[1] = Int32GetDatum(SUBS_MAX_HOLES);
-	args[2] = Int64GetDatum(from);
-	*first = PG_INT64_MAX;
-	n = (int) SpiExecute(&stmt_holes, args, NULL, false, 0);
-	if (n == 0)
-		return 0;
-	seqs = palloc(sizeof(int64) * n);
-	states = palloc(sizeof(int) * n);
-	done = palloc(sizeof(Datum) * n);
-	done_ids = palloc(sizeof(Datum) * n);
-	gone = palloc(sizeof(Datum) * n);
-	ids = palloc(sizeof(Datum) * n);
-	keys = palloc(sizeof(Datum) * n);
-	for (i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		seqs[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
-											  SPI_tuptable->tupdesc, 1, &isnull));
-		ids[i] = datumCopy(SPI_getbinval(SPI_tuptable->vals[i],
-										 SPI_tuptable->tupdesc, 2, &isnull),
-						   false, UUID_LEN);
-		keys[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3,
-								&isnull);
-		keys[i] = isnull ? (Datum) 0 : PointerGetDatum(DatumGetTextPCopy(keys[i]));
-	}
-	*first = seqs[0];
-	SubsProbeStream(req->topic, seqs, n, states);
-	for (i = 0; i < n; i++)
-	{
-		if (states[i] == STREAM_COMMITTED && ndone < want)
-		{
-			done_ids[ndone] = ids[i];
-			done[ndone++] = Int64GetDatum(seqs[i]);
-		}
-		else if (states[i] == STREAM_GONE &&
-				 (keys[i] == (Datum) 0 ||
-				  SubsKeyTryLock(DatumGetInt32(sub), DatumGetTextPP(keys[i]))))
-			gone[ngone++] = Int64GetDatum(seqs[i]);
-	}
-	*changed = ngone > 0 || ndone > 0;
-	if (ngone > 0)
-	{
-		args[1] = SubsArray(gone, NULL, ngone, INT8OID);
-		if (SpiExecute(&stmt_holes_gone, args, NULL, false, 0) > 0)
-			SubsPromoteReturned(1, 2);
-	}
-	if (ndone == 0)
-		return 0;
-	args[1] = PointerGetDatum(req->topic);
-	args[2] = SubsArray(done, NULL, ndone, INT8OID);
-	/* due by the clock after the probe, as in the fresh read (below) */
-	args[3] = TimestampTzGetDatum(Max(req->now, GetCurrentTimestamp()));
-	args[4] = TimestampTzGetDatum(lease_end);
-	args[5] = PointerGetDatum(req->owner);
-	args[6] = SubsArray(done_ids, NULL, ndone, UUIDOID);
-	(void) SpiExecute(&stmt_holes_done, args, NULL, false, 0);
-	return SubsSinkRows(sink, &last);
-}
-
-/*
  * Did a claim that f saw in progress roll back since?  Its range is then
  * read again by a later claim, and a message of a key there comes before
  * the key's messages this claim has read: the keys' locks of that claim
@@ -505,8 +361,8 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	SubsFrontierRead(&f, DatumGetInt32(sub));
 	lowest = SubsFrontierFloor(&f);
 	mark = SubsHoleMark(DatumGetInt32(sub));
-	got = obx_claim_holes(sub, req, lease_end, want, mark->from, sink, &changed,
-						  &first);
+	got = SubsClaimHoles(sub, req, lease_end, want, mark->from, sink, &changed,
+						 &first);
 	if (f.nrows > 0 &&
 		!(TransactionIdIsValid(mark->changed) &&
 		  TransactionIdEquals(mark->changed, GetTopTransactionIdIfAny())))

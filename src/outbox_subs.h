@@ -136,6 +136,9 @@ extern bool SubsKeyTryLock(int32 sub, text *key);
 extern void SubsKeyLockMany(int n, Datum *subs, Datum *keys);
 extern void SubsKeyLockAll(int n, Datum *subs);
 
+/* at most this many appends in progress passed over by one read of the log */
+#define SUBS_MAX_HOLES		1000
+
 /* claiming (outbox_store_subs_claim.c) */
 extern int	SubsClaimToTuplestore(const ClaimRequest *req, text *name,
 								  TupleDesc tupdesc, Tuplestorestate *store);

@@ -14,11 +14,11 @@
  * after a gap) tell nothing any more, and the claim that finds them
  * deletes them.
  *
- * A claim whose range holds no ordering key releases the lock once its
- * row is in, so later claims read on past it while it is in progress
- * (outbox_store_subs_claim.c, SUBS_RELEASE_BEFORE_COMMIT); keyed claims
- * and the calls that unblock a key's next message (outbox_store_subs.c)
- * hold it until commit.
+ * A claim releases the lock once its row is in, so later claims read on
+ * past it while it is in progress (outbox_store_subs_claim.c,
+ * SUBS_RELEASE_BEFORE_COMMIT); the order of ordering keys rests on the
+ * keys' own locks (outbox_subs_keylock.c).  A claim that handed out or
+ * dropped holes holds it until commit.
  *
  * The lock is an object lock on (outbox.subscription, sub_id), seen in
  * pg_locks.  A claim whose transaction stays open keeps its row in the

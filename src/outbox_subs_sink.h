@@ -37,4 +37,9 @@ extern void SubsSinkList(SubsSink *sink, List **messages);
 extern int	SubsSinkRows(SubsSink *sink, int64 *last);
 extern Datum SubsArray(Datum *elems, bool *nulls, int n, Oid typid);
 
+/* the holes looked at again by a claim (outbox_store_subs_holes.c) */
+extern int	SubsClaimHoles(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
+						   int want, int64 from, SubsSink *sink, bool *changed,
+						   int64 *first);
+
 #endif							/* OUTBOX_SUBS_SINK_H */

@@ -57,8 +57,8 @@
 #define SUBS_FRESH_READS	4
 
 /*
- * Whether a claim whose range holds no ordering key lets the next claim of
- * its subscription read on before it commits (see obx_claim_fresh): on.
+ * Whether a claim lets the next claim of its subscription read on before
+ * it commits (see obx_claim_fresh): on.
  */
 #define SUBS_RELEASE_BEFORE_COMMIT	true
 

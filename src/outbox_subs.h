@@ -125,7 +125,6 @@ typedef struct SubsFrontier
 extern bool SubsLock(int32 sub);
 extern bool SubsTryLock(int32 sub);
 extern void SubsUnlock(int32 sub);
-extern void SubsLockMany(int n, Datum *sub_ids);
 extern void SubsFrontierRead(SubsFrontier *f, int32 sub);
 extern void SubsFrontierAdvance(SubsFrontier *f, int64 next, TimestampTz now);
 extern int64 SubsFrontierFloor(const SubsFrontier *f);

@@ -121,30 +121,6 @@ SubsUnlock(int32 sub)
 	(void) LockRelease(&tag, ExclusiveLock, false);
 }
 
-static int
-obx_cmp_int32(const void *a, const void *b)
-{
-	int32		x = DatumGetInt32(*(const Datum *) a);
-	int32		y = DatumGetInt32(*(const Datum *) b);
-
-	return (x > y) - (x < y);
-}
-
-/* The locks of the n subscriptions sub_ids (in any order, repeats allowed). */
-void
-SubsLockMany(int n, Datum *sub_ids)
-{
-	Datum	   *sorted = palloc(sizeof(Datum) * Max(n, 1));
-	int			i;
-
-	memcpy(sorted, sub_ids, sizeof(Datum) * n);
-	qsort(sorted, n, sizeof(Datum), obx_cmp_int32);
-	for (i = 0; i < n; i++)
-		if (i == 0 || DatumGetInt32(sorted[i]) != DatumGetInt32(sorted[i - 1]))
-			(void) SubsLock(DatumGetInt32(sorted[i]));
-	pfree(sorted);
-}
-
 /*
  * Did every transaction the scan saw in progress stay in progress to its
  * end?  Only then do the rows tell the frontier as it is.

@@ -428,11 +428,15 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 		/*
 		 * A claim below this range that rolled back after the frontier was
 		 * read (before, its range would be read first) may have held any
-		 * of these keys: the read ends before the first keyed message.
+		 * of these keys: the read ends before the first keyed message,
+		 * also when it ends at a key held by another transaction further
+		 * on (the keys before it are not safe either).
 		 */
-		if (i == n && obx_claim_below_undone(&f))
+		if (obx_claim_below_undone(&f))
 		{
-			for (i = 0; i < n; i++)
+			int			held = i;
+
+			for (i = 0; i < held; i++)
 				if (entries[i].key != NULL)
 					break;
 		}

@@ -133,7 +133,14 @@ is($node->safe_psql('app', q{
 	  SELECT key, seq, lag(seq) OVER (PARTITION BY key ORDER BY n) AS before
 	    FROM got WHERE key IS NOT NULL) x
 	 WHERE seq < before}),
-	'0', 'on each key, the messages were claimed in position order');
+	'0', 'on each key, the messages were claimed in position order')
+  or diag($node->safe_psql('app', q{
+	SELECT string_agg(x.key || ' ' || x.seq || ' after ' || x.before || ' (claims ' || x.n || ' by '
+	                  || x.owner || ', ' || x.bn || ' by ' || x.bowner || ')', '; ')
+	  FROM (SELECT key, seq, n, owner, lag(seq) OVER w AS before, lag(n) OVER w AS bn,
+	               lag(owner) OVER w AS bowner
+	          FROM got WHERE key IS NOT NULL WINDOW w AS (PARTITION BY key ORDER BY n)) x
+	 WHERE x.seq < x.before}));
 is($node->safe_psql('app', q{
 	SELECT (SELECT count(*) FROM outbox.subscription_state) || ' '
 	    || (SELECT count(*) FROM outbox.subscription_frontier)}),

@@ -1,23 +1,28 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_subs_scan.c
- *		A topic's stream read with a dirty snapshot, for the claims of
+ *		A topic's stream read version by version, for the claims of
  *		named subscriptions: which messages in a range of positions have
  *		committed, and which are still being appended; and how far a claim
  *		position of a topic may move, and what became of its holes.
  *
  * An MVCC snapshot cannot tell an append in progress from a position
- * that was never used (it belongs to another topic, or rolled back); a
- * dirty snapshot sees the row of an append in progress, with the
- * inserting transaction's id.  Below the gap horizon (outbox_gap.c) every
- * append has its row in the index, so what this scan does not see there
- * never will be: a claim reads past it, and keeps the appends in progress
- * as holes to look at again.
+ * that was never used (it belongs to another topic, or rolled back).  The
+ * scan reads every version the index leads to (SnapshotAny) and judges
+ * each by the transaction that wrote it: committed (or this one), in
+ * progress, or rolled back (left out).  Below the gap horizon
+ * (outbox_gap.c) every append has its row in the index, so what this scan
+ * does not see there never will be: a claim reads past it, and keeps the
+ * appends in progress as holes to look at again.
  *
- * A message whose row a default subscription's claim is updating shows
- * one version per index entry and HOT chain member; a position is in
- * progress only when every version it shows is (an update never makes a
- * committed message uncommitted).
+ * A message whose row is being updated (a default subscription's claim,
+ * completion or failure) shows one version per index entry and HOT chain
+ * member, and its old versions stay until vacuum removes them; a position
+ * is in progress only when every version it shows is (an update never
+ * makes a committed message uncommitted).  A dirty snapshot would not do:
+ * the old version turns invisible once the update commits, and a scan
+ * that read the index page before the new version's entry was added there
+ * saw no version at all of a committed message, and passed it.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,9 +34,11 @@
 #include "access/skey.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/transam.h"
 #include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "executor/tuptable.h"
+#include "storage/procarray.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -48,7 +55,9 @@ typedef struct StreamScan
 	Relation	index;
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
-	SnapshotData dirty;
+	bool		in_progress;	/* the version shown was written by another
+								 * transaction in progress */
+	bool		own;			/* ... by this one */
 	ScanKeyData keys[3];
 	AttrNumber	att_seq;
 	AttrNumber	att_id;
@@ -73,11 +82,10 @@ obx_scan_open(StreamScan *s, text *topic)
 	s->att_id = get_attnum(relid, "id");
 	s->att_key = get_attnum(relid, "ordering_key");
 	s->att_available = get_attnum(relid, "available_at");
-	InitDirtySnapshot(s->dirty);
 	ScanKeyEntryInitialize(&s->keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   s->index->rd_indcollation[0], F_TEXTEQ,
 						   PointerGetDatum(topic));
-	s->scan = ObxIndexBeginScan(s->heap, s->index, &s->dirty, 3);
+	s->scan = ObxIndexBeginScan(s->heap, s->index, SnapshotAny, 3);
 	s->slot = table_slot_create(s->heap, NULL);
 }
 
@@ -102,18 +110,55 @@ obx_scan_range(StreamScan *s, int64 from, int64 upto)
 }
 
 /*
- * The next version the scan shows: its position, and whether the
- * transaction that wrote it is in progress.  False at the end.
+ * Judge the version in the scan's slot by the transaction that wrote it:
+ * false when it rolled back, else s->in_progress and s->own say whether it
+ * is in progress, and whether it is this transaction.  The slot's buffer
+ * stays pinned, so the tuple is not pruned away meanwhile, and its xmin
+ * does not change (freezing only sets bits beside it).
+ */
+static bool
+obx_judge_version(StreamScan *s)
+{
+	bool		should_free;
+	HeapTuple	tuple = ExecFetchSlotHeapTuple(s->slot, false, &should_free);
+	HeapTupleHeader t = tuple->t_data;
+	TransactionId xmin = HeapTupleHeaderGetRawXmin(t);
+	bool		live = true;
+
+	s->in_progress = false;
+	s->own = false;
+	if (HeapTupleHeaderXminFrozen(t) || HeapTupleHeaderXminCommitted(t))
+		 /* committed */ ;
+	else if (HeapTupleHeaderXminInvalid(t))
+		live = false;
+	else if (TransactionIdIsCurrentTransactionId(xmin))
+		s->own = true;
+	else if (TransactionIdIsInProgress(xmin))
+		s->in_progress = true;
+	else if (!TransactionIdDidCommit(xmin))
+		live = false;			/* rolled back, or never ended (a crash) */
+	if (should_free)
+		heap_freetuple(tuple);
+	return live;
+}
+
+/*
+ * The next version the scan shows, of a transaction that committed or is
+ * in progress: its position, and whether it was written by another
+ * transaction in progress.  False at the end.
  */
 static bool
 obx_scan_next(StreamScan *s, int64 *seq, bool *in_progress)
 {
 	bool		isnull;
 
-	if (!index_getnext_slot(s->scan, ForwardScanDirection, s->slot))
-		return false;
+	do
+	{
+		if (!index_getnext_slot(s->scan, ForwardScanDirection, s->slot))
+			return false;
+	} while (!obx_judge_version(s));
 	*seq = DatumGetInt64(slot_getattr(s->slot, s->att_seq, &isnull));
-	*in_progress = TransactionIdIsValid(s->dirty.xmin);
+	*in_progress = s->in_progress;
 	return true;
 }
 
@@ -183,23 +228,13 @@ SubsReadStream(text *topic, int64 from, int64 upto, int max_fresh,
 
 /*
  * Whether the version the scan shows now was written by a transaction in
- * progress, this very one included (its own changes are visible to a dirty
- * snapshot, and undone if it rolls back).
+ * progress, this very one included (its changes are undone if it rolls
+ * back).
  */
 static bool
 obx_uncommitted(StreamScan *s)
 {
-	bool		should_free;
-	HeapTuple	tuple;
-	bool		own;
-
-	if (TransactionIdIsValid(s->dirty.xmin))
-		return true;
-	tuple = ExecFetchSlotHeapTuple(s->slot, false, &should_free);
-	own = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple->t_data));
-	if (should_free)
-		heap_freetuple(tuple);
-	return own;
+	return s->in_progress || s->own;
 }
 
 /* The columns that say whether a message is finished or deferred */
@@ -288,10 +323,10 @@ obx_stop_key(StreamScan *s)
  * *nkeyed counts the positions passed as messages of the passed keys; and
  * *stop_key (when stop_key is not NULL) gets the ordering key of the
  * committed message there, NULL when it has none.
- * One read, with a dirty snapshot: a position shows its last committed
- * version (finished stays finished or becomes deferred, never due again
- * in the stream) and the version of a transaction in progress that
- * changes it, if any.
+ * One read of every version: a position shows its committed versions
+ * (finished stays finished or becomes deferred, never due again in the
+ * stream: it is passed when one of them is) and the version of a
+ * transaction in progress that changes it, if any.
  */
 int64
 StreamAdvance(text *topic, int64 from, int64 upto,

@@ -12,8 +12,9 @@
 #     nothing was read twice;
 #   - on each key, the messages were claimed in position order;
 #   - no claim or completion failed: a completion of a keyed message
-#     takes the subscription's lock before it deletes its rows, so it
-#     never waits for the lock while a claim holding it waits for them;
+#     waits for its keys' locks, and a claim only tries them, so a claim
+#     holding the subscription's lock never waits for a completion that
+#     waits for it (no deadlock);
 #   - no state is left, and the frontier is one row again.
 use strict;
 use warnings;

@@ -4,10 +4,10 @@
  *		The appends in their gap: between taking a position from the
  *		sequence and having their row in the stream index.
  *
- * A named subscription reads its topic's stream with a dirty snapshot
+ * A named subscription reads its topic's stream version by version
  * (outbox_subs_scan.c), which sees every append that has its index entry,
  * committed or still in progress; the ones in progress become holes that
- * later claims look at again.  What a dirty snapshot cannot see is an
+ * later claims look at again.  What that read cannot see is an
  * append that took its position and has not inserted its row yet.  So
  * each append records a floor in its backend's slot before it takes a
  * position (one above the last position the backend knew: positions only

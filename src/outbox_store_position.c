@@ -9,8 +9,8 @@
  * state, and never past an append that may still commit below it: not
  * past the gap horizon (no append below it is still between taking its
  * position and inserting its row), and not past the first message still
- * being appended, which the dirty snapshot of that read sees
- * (StreamAdvance).
+ * being appended, whose row that read sees (StreamAdvance, which judges
+ * every version by the transaction that wrote it).
  * An append left open in a transaction, or a prepared one (also one
  * prepared before a restart), holds the position back until it ends; a
  * prepared transaction that appended nothing holds nothing back.

@@ -38,6 +38,7 @@
 #include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "executor/tuptable.h"
+#include "storage/bufmgr.h"
 #include "storage/procarray.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -110,6 +111,32 @@ obx_scan_range(StreamScan *s, int64 from, int64 upto)
 }
 
 /*
+ * Whether tuple, the version in the scan's slot, was deleted (not updated:
+ * its ctid is its own) by another transaction that committed: a message
+ * gone (purged, or deleted by hand), as a dirty snapshot would say.  Its
+ * header is read under the buffer's share lock, so that an update is
+ * never taken for a deletion half-written.
+ */
+static bool
+obx_deleted(StreamScan *s, HeapTuple tuple)
+{
+	Buffer		buffer = ((BufferHeapTupleTableSlot *) s->slot)->buffer;
+	HeapTupleHeader t = tuple->t_data;
+	TransactionId xmax = InvalidTransactionId;
+
+	if (!TTS_IS_BUFFERTUPLE(s->slot) || !BufferIsValid(buffer))
+		return false;
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	if (!(t->t_infomask & HEAP_XMAX_INVALID) &&
+		!HEAP_XMAX_IS_LOCKED_ONLY(t->t_infomask) &&
+		ItemPointerEquals(&t->t_ctid, &tuple->t_self))
+		xmax = HeapTupleHeaderGetUpdateXid(t);
+	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+	return TransactionIdIsValid(xmax) && !TransactionIdIsCurrentTransactionId(xmax) &&
+		!TransactionIdIsInProgress(xmax) && TransactionIdDidCommit(xmax);
+}
+
+/*
  * Judge the version in the scan's slot by the transaction that wrote it:
  * false when it rolled back, else s->in_progress and s->own say whether it
  * is in progress, and whether it is this transaction.  The slot's buffer
@@ -137,6 +164,8 @@ obx_judge_version(StreamScan *s)
 		s->in_progress = true;
 	else if (!TransactionIdDidCommit(xmin))
 		live = false;			/* rolled back, or never ended (a crash) */
+	if (live && obx_deleted(s, tuple))
+		live = false;
 	if (should_free)
 		heap_freetuple(tuple);
 	return live;

@@ -124,7 +124,12 @@ obx_deleted(StreamScan *s, HeapTuple tuple)
 	HeapTupleHeader t = tuple->t_data;
 	TransactionId xmax = InvalidTransactionId;
 
-	if (!TTS_IS_BUFFERTUPLE(s->slot) || !BufferIsValid(buffer))
+	/*
+	 * Most versions were never deleted nor updated (an insert sets the bit;
+	 * a deletion that clears it now is in progress).
+	 */
+	if ((t->t_infomask & HEAP_XMAX_INVALID) ||
+		!TTS_IS_BUFFERTUPLE(s->slot) || !BufferIsValid(buffer))
 		return false;
 	LockBuffer(buffer, BUFFER_LOCK_SHARE);
 	if (!(t->t_infomask & HEAP_XMAX_INVALID) &&

@@ -15,10 +15,10 @@
  * How far a position may move is decided elsewhere: outbox_store_position.c
  * moves it below the gap horizon (outbox_gap.c: no append below it is still
  * between taking its position and inserting its row), with a read of every
- * version in the stream that stops at the first message still being appended.  So an
- * append left open in a transaction, or a prepared one, holds the position
- * back until it ends, and a prepared transaction that appended nothing
- * holds nothing back.  This file keeps the positions and gives the
+ * version in the stream that stops at the first message still being
+ * appended.  So an append left open in a transaction, or a prepared one,
+ * holds the position back until it ends, and a prepared transaction that
+ * appended nothing holds nothing back.  This file keeps the positions and gives the
  * appends their first position.
  *
  * The first append of a transaction takes a position for its first message

@@ -160,7 +160,9 @@ obx_judge_version(StreamScan *s)
 	s->in_progress = false;
 	s->own = false;
 	if (HeapTupleHeaderXminFrozen(t) || HeapTupleHeaderXminCommitted(t))
-		 /* committed */ ;
+	{
+		/* committed */
+	}
 	else if (HeapTupleHeaderXminInvalid(t))
 		live = false;
 	else if (TransactionIdIsCurrentTransactionId(xmin))

@@ -18,8 +18,8 @@
  * version in the stream that stops at the first message still being
  * appended.  So an append left open in a transaction, or a prepared one,
  * holds the position back until it ends, and a prepared transaction that
- * appended nothing holds nothing back.  This file keeps the positions and gives the
- * appends their first position.
+ * appended nothing holds nothing back.  This file keeps the positions and
+ * gives the appends their first position.
  *
  * The first append of a transaction takes a position for its first message
  * (StreamNoteAppend), so a transaction of one message takes one position,

@@ -510,6 +510,20 @@ SELECT * FROM pg_temp.key_locks();
 COMMIT;
 SELECT count(*) AS state_rows FROM outbox.subscription_state;
 
+-- A failure in the default subscription moves the message's available_at
+-- to its next attempt there; a named subscription that reads the message
+-- afterwards does not wait for that: it was due when first claimed.
+SELECT pg_temp.reset();
+SELECT outbox.subscribe('df', 's') AS subscribed;
+SELECT count(outbox.append('df', 'evt.df.v1', to_jsonb(n), NULL, NULL, k))
+  FROM generate_series(1, 2) AS n, (VALUES (NULL), ('k')) AS v(k);
+SELECT count(*) FILTER (WHERE outbox.fail(c.id, 'd', 'later', NULL::text)) AS failed_in_default
+  FROM outbox.claim('d', 'df', 10, 60) c;
+SELECT count(*) AS due_later FROM outbox.message
+ WHERE topic = 'df' AND available_at > now() + interval '1 second';
+SELECT count(*) AS claimed, count(*) FILTER (WHERE available_at <= now()) AS due_now
+  FROM outbox.claim('w', 'df', 10, 60, 's');
+
 SELECT pg_temp.reset();
 SELECT count(*) AS subscriptions FROM outbox.subscription;
 SELECT count(*) AS state_rows FROM outbox.subscription_state;

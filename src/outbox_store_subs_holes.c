@@ -53,8 +53,8 @@ SAVED_STATEMENT(stmt_holes_gone) = {
  * ids of their messages (looked up by id, see SUBS_LEASE_ROWS).
  */
 SAVED_STATEMENT(stmt_holes_done) = {
-	"WITH r AS (SELECT x.seq, m.available_at,"
-	"   NOT x.blocked AND m.available_at OPERATOR(pg_catalog.<=) $4 AS take"
+	"WITH r AS (SELECT x.seq, " SUBS_DUE_AT("m") " AS available_at,"
+	"   NOT x.blocked AND " SUBS_DUE_AT("m") " OPERATOR(pg_catalog.<=) $4 AS take"
 	"  FROM outbox.subscription_state x JOIN outbox.message m ON m.id OPERATOR(pg_catalog.=) x.id"
 	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND " SUBS_WITHIN("x.seq", "$3")
 	"  AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"

@@ -184,4 +184,16 @@ extern void SubsPromoteReturned(int subcol, int keycol);
 	col " OPERATOR(pg_catalog.>=) (SELECT pg_catalog.min(s) FROM pg_catalog.unnest(" arr ") s)" \
 	" AND " col " OPERATOR(pg_catalog.<=) (SELECT pg_catalog.max(s) FROM pg_catalog.unnest(" arr ") s)"
 
+/*
+ * When message m (an alias of outbox.message) falls due in a named
+ * subscription: its available_at, unless the topic's default subscription
+ * has attempted it (attempts above 0), whose failures move available_at to
+ * its own next attempt.  Such a message was due when the default
+ * subscription first claimed it, so its created_at stands in: a failure
+ * there does not delay it here.
+ */
+#define SUBS_DUE_AT(m) \
+	"(CASE WHEN " m ".attempts OPERATOR(pg_catalog.>) 0 THEN " m ".created_at" \
+	" ELSE " m ".available_at END)"
+
 #endif							/* OUTBOX_SUBS_H */

@@ -523,6 +523,21 @@ SELECT count(*) AS due_later FROM outbox.message
  WHERE topic = 'df' AND available_at > now() + interval '1 second';
 SELECT count(*) AS claimed, count(*) FILTER (WHERE available_at <= now()) AS due_now
   FROM outbox.claim('w', 'df', 10, 60, 's');
+-- The same due time comes back when the message is handed out later, as a
+-- key's next message (the due read): the default subscription completed
+-- the key's head and failed the next one before 's' read them.
+SELECT outbox.subscribe('dg', 's') AS subscribed;
+SELECT count(outbox.append('dg', 'evt.dg.v1', to_jsonb(n), NULL, NULL, 'k'))
+  FROM generate_series(1, 2) AS n;
+SELECT count(*) FILTER (WHERE outbox.complete(c.id, 'd')) AS head_done_in_default
+  FROM outbox.claim('d', 'dg', 10, 60) c;
+SELECT count(*) FILTER (WHERE outbox.fail(c.id, 'd', 'later', NULL::text)) AS failed_in_default
+  FROM outbox.claim('d', 'dg', 10, 60) c;
+SELECT count(*) FILTER (WHERE outbox.complete(c.id, 'w', 's')) AS head_done
+  FROM outbox.claim('w', 'dg', 10, 60, 's') c;
+SELECT count(*) AS claimed, count(*) FILTER (WHERE available_at <= now()) AS due_now,
+       count(*) FILTER (WHERE available_at = created_at) AS at_created
+  FROM outbox.claim('w', 'dg', 10, 60, 's');
 
 SELECT pg_temp.reset();
 SELECT count(*) AS subscriptions FROM outbox.subscription;

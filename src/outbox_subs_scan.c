@@ -115,7 +115,9 @@ obx_scan_range(StreamScan *s, int64 from, int64 upto)
  * its ctid is its own) by another transaction that committed: a message
  * gone (purged, or deleted by hand), as a dirty snapshot would say.  Its
  * header is read under the buffer's share lock, so that an update is
- * never taken for a deletion half-written.
+ * never taken for a deletion half-written.  A deletion by this very
+ * transaction does not count (a dirty snapshot would hide the version): it
+ * may still roll back, and a read that passed the message would not.
  */
 static bool
 obx_deleted(StreamScan *s, HeapTuple tuple)

@@ -126,12 +126,7 @@ SAVED_STATEMENT(stmt_dead_keys) = {
 	"  leased_until = $4, lease_owner = $5, available_at = $4" \
 	"  WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.ctid FROM c))" \
 	"  RETURNING x.id, x.attempts, x.leased_until, x.lease_owner, x.last_error)" \
-	" SELECT m.id, m.topic, m.event_type, m.payload, m.created_at," \
-	" " SUBS_DUE_AT("m") ", u.attempts, u.leased_until, u.lease_owner," \
-	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.timestamptz, u.last_error," \
-	" m.seq, false, m.ordering_key" \
-	" FROM u JOIN outbox.message m ON m.id OPERATOR(pg_catalog.=) u.id" \
-	" WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT u.id FROM u)) ORDER BY m.seq"
+	SUBS_LEASED_MESSAGES("u.last_error")
 
 /* The due read: retries, schedules, revivals and unblocked key heads. */
 SAVED_STATEMENT(stmt_claim_due) = {

@@ -68,12 +68,7 @@ SAVED_STATEMENT(stmt_holes_done) = {
 	"  FROM r WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.seq OPERATOR(pg_catalog.=) r.seq"
 	"  AND " SUBS_WITHIN("x.seq", "$3") " AND x.seq OPERATOR(pg_catalog.=) ANY ($3)"
 	"  RETURNING x.id, x.attempts, x.leased_until, x.lease_owner)"
-	" SELECT m.id, m.topic, m.event_type, m.payload, m.created_at,"
-	" " SUBS_DUE_AT("m") ", u.attempts, u.leased_until, u.lease_owner,"
-	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.timestamptz, NULL::pg_catalog.text,"
-	" m.seq, false, m.ordering_key"
-	" FROM u JOIN outbox.message m ON m.id OPERATOR(pg_catalog.=) u.id"
-	" WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT u.id FROM u)) ORDER BY m.seq",
+	SUBS_LEASED_MESSAGES("NULL::pg_catalog.text"),
 	SPI_OK_SELECT, 7,
 	{INT4OID, TEXTOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID,
 	 UUIDARRAYOID}

@@ -196,4 +196,20 @@ extern void SubsPromoteReturned(int subcol, int keycol);
 	"(CASE WHEN " m ".attempts OPERATOR(pg_catalog.>) 0 THEN " m ".created_at" \
 	" ELSE " m ".available_at END)"
 
+/*
+ * The end of a statement that leased state rows: the rows of
+ * outbox.message of u (a CTE returning the state rows' id, attempts,
+ * leased_until and lease_owner), in position order, with the
+ * subscription's own state and err as last_error.  The messages are
+ * looked up by their ids as an array that the primary key takes whole
+ * (see SUBS_LEASE_ROWS in outbox_store_subs_claim.c).
+ */
+#define SUBS_LEASED_MESSAGES(err) \
+	" SELECT m.id, m.topic, m.event_type, m.payload, m.created_at," \
+	" " SUBS_DUE_AT("m") ", u.attempts, u.leased_until, u.lease_owner," \
+	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.timestamptz, " err "," \
+	" m.seq, false, m.ordering_key" \
+	" FROM u JOIN outbox.message m ON m.id OPERATOR(pg_catalog.=) u.id" \
+	" WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT u.id FROM u)) ORDER BY m.seq"
+
 #endif							/* OUTBOX_SUBS_H */

@@ -11,6 +11,7 @@ OBJS = \
 	src/outbox_api_routes.o \
 	src/outbox_api_subs.o \
 	src/outbox_backoff.o \
+	src/outbox_claim_hint.o \
 	src/outbox_claim_sink.o \
 	src/outbox_drain.o \
 	src/outbox_drain_batch.o \

@@ -149,4 +149,11 @@ ClaimInt8Array(Datum *elems, int n)
  */
 extern SavedStatement *ClaimAcrossPrepare(TimestampTz now, Datum *args);
 
+/*
+ * Where a claim of one topic reads the deferred messages from: the hint
+ * that the claims before it left, or the first entry (outbox_claim_hint.c)
+ */
+extern bool ClaimHintArgs(text *topic, TimestampTz now, Datum *args);
+extern void ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted);
+
 #endif							/* OUTBOX_CLAIM_INT_H */

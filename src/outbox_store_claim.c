@@ -29,6 +29,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/uuid.h"
 
 #include "outbox_claim_int.h"
 #include "outbox_claim_sink.h"
@@ -235,6 +236,7 @@ SAVED_STATEMENT(stmt_claim_delivered) = {
 	" SELECT x.ctid FROM (" \
 	"  SELECT d.ctid FROM (SELECT c.ctid FROM outbox.message c" \
 	STREAM_DEFERRED_DUE("c", "$1", KEY_LOWER("c"), "$8") \
+	"   AND (c.available_at, c.id) OPERATOR(pg_catalog.>=) ($11, $12)" \
 	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
 	passed \
 	"  UNION ALL" \
@@ -258,13 +260,14 @@ SAVED_STATEMENT(stmt_claim_delivered) = {
 	"  SELECT p.ctid FROM (" CLAIM_PASSED_HEADS ") p"
 
 #define CLAIM_STREAM_ARGTYPES \
-	10, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID, \
-		 INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID}
+	12, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID, \
+		 INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, UUIDOID}
 
 /*
  * $1 topic, $2 now, $3 batch size, $4 owner, $5 lease end, $6 max attempts,
  * $7 position, $8 holes (bigint[]), $9 passed keys (text[]), $10 their
- * froms (bigint[])
+ * froms (bigint[]), $11 and $12 the available_at and id from which the
+ * deferred messages are read (outbox_claim_hint.c)
  */
 #define CLAIM_STREAM(passed) { \
 	"WITH " CLAIM_UPDATE_BY("ctid") CLAIM_STREAM_CANDIDATES(passed) \
@@ -344,9 +347,10 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 {
 	bool		stream = StreamSchema();
 	SavedStatement *claim;
-	Datum		args[10];
-	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		args[12];
+	char		nulls[12] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int			leased = 0;
+	bool		hinted = false;
 
 	args[0] = req->topic ? PointerGetDatum(req->topic) : (Datum) 0;
 	nulls[0] = req->topic ? ' ' : 'n';
@@ -361,6 +365,7 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	if (stream && req->topic)
 	{
 		claim = &stmt_claim_stream[obx_position(req->topic, req->now, args)];
+		hinted = ClaimHintArgs(req->topic, req->now, args);
 	}
 	else if (stream)
 	{
@@ -387,10 +392,21 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 
 		args[2] = Int32GetDatum(req->batch_size - leased);
 		(void) SpiExecute(claim, args, nulls, false, 0);
+		if (stream && req->topic)
+			ClaimHintNote(req->topic, req->now, hinted, req->batch_size - leased);
 		leased += ClaimSinkRows(sink, NUM_CLAIM_COLS, &dead);
 
-		/* stop when the batch is full, or the last round found no dead one */
-		if (dead == 0 || leased >= req->batch_size)
+		if (leased >= req->batch_size)
+			break;
+		/* short from a hint: the rest from the first deferred message */
+		if (hinted)
+		{
+			hinted = ClaimHintArgs(req->topic, req->now, args);
+			Assert(!hinted);
+			continue;
+		}
+		/* stop when the last round found no dead one */
+		if (dead == 0)
 			break;
 	}
 	SpiFinish();
@@ -436,7 +452,7 @@ int
 StoreClaimDelivered(const ClaimRequest *req, List **messages)
 {
 	ClaimSink	sink;
-	Datum		args[10];
+	Datum		args[12];
 	int			dead = 0;
 	int			n;
 
@@ -454,6 +470,9 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[4] = TimestampTzGetDatum(req->now);
 		args[5] = Int32GetDatum(req->max_attempts);
 		passed = obx_position(req->topic, req->now, args);
+		/* from the first deferred message: such claims leave no hint */
+		args[10] = TimestampTzGetDatum(DT_NOBEGIN);
+		args[11] = UUIDPGetDatum(palloc0(sizeof(pg_uuid_t)));
 
 		/* candidates that turn out dead do not count, as in obx_claim */
 		n = 0;

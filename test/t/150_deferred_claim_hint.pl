@@ -1,0 +1,148 @@
+# A backlog of deferred messages (here retried ones) drained under a held
+# snapshot: a claim that filled its batch with deferred messages leaves a
+# hint, and the next claim of the backend reads the deferred messages on
+# from it instead of passing, again, the index entry of every message
+# completed before (src/outbox_claim_hint.c).  The drain must read a
+# bounded number of index entries per claim, and the hint must never cost
+# a message: a lease that runs out before the hint and a message moved
+# before it by hand are handed out by the same session's later claims,
+# within the second a hint is followed, and so is a message revived
+# meanwhile.  At the end every message is delivered.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('claim_hint');
+$node->init;
+$node->append_conf('postgresql.conf', q{
+shared_preload_libraries = 'krizaka_outbox'
+autovacuum = off
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE DATABASE app');
+$node->safe_psql('app', 'CREATE EXTENSION krizaka_outbox');
+
+my $total = 5000;
+
+# the backlog: appended, each claimed and failed once, the backoff moved
+# an hour back instead of waited for
+$node->safe_psql('app', qq{
+	SELECT outbox.append_batch('r', 'evt.r.v1',
+		(SELECT array_agg(pg_catalog.jsonb_build_object('n', g) ORDER BY g)
+		   FROM generate_series(1, $total) g));
+});
+$node->safe_psql('app', q{
+	DO $$BEGIN
+		FOR i IN 1 .. 10 LOOP
+			PERFORM outbox.fail(c.id, 'setup', 'target unavailable')
+			   FROM outbox.claim('setup', 'r', 500, 600) c;
+		END LOOP;
+	END$$;
+	UPDATE outbox.message SET available_at = available_at - interval '1 hour';
+	VACUUM ANALYZE outbox.message;
+});
+is($node->safe_psql('app', q{
+	SELECT count(*) FILTER (WHERE deferred AND attempts = 1 AND available_at <= now())
+	  FROM outbox.message}), $total, "$total retried messages are due");
+
+# the snapshot held through the drain
+my $held = $node->background_psql('app');
+$held->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$held->query_safe('SELECT count(*) FROM outbox.message');
+
+my $a = $node->background_psql('app');
+my $other = $node->background_psql('app');
+
+# one claim of 50 in session $s as owner a, each message completed at once
+# unless $keep; returns the number claimed
+sub claim
+{
+	my ($s, $batch, $keep) = @_;
+	my $done = $keep ? '' : q{, outbox.complete(c.id, 'a')};
+	my $out = $s->query_safe(qq{
+		SELECT count(*) FROM (SELECT c.id$done FROM outbox.claim('a', 'r', $batch, 60) c) c});
+	chomp $out;
+	return $out;
+}
+
+# index entries of outbox.message read so far, session a's counted
+sub reads
+{
+	$a->query_safe('SELECT pg_stat_force_next_flush()');
+	return $node->safe_psql('app', q{
+		SELECT sum(idx_tup_read) FROM pg_stat_user_indexes
+		 WHERE schemaname = 'outbox' AND relname = 'message'});
+}
+
+# The first half of the backlog, with the entries read counted.
+my $before = reads();
+my $claimed = 0;
+$claimed += claim($a, 50) for 1 .. $total / 100;
+my $reads = reads() - $before;
+is($claimed, $total / 2, 'the first half of the backlog is claimed in claims of 50');
+# Without the hint each claim passes the entries of every message completed
+# before it: the 50 claims read 71,250 entries (10,049 with it; a claim
+# from the first entry happens at most once a second).
+cmp_ok($reads, '<', 20000,
+	"the 50 claims read a bounded number of index entries under the held snapshot ($reads)");
+
+# A lease before the hint that runs out: session other takes 5 messages,
+# the drain goes on past them, and their lease runs out (moved to the past
+# by hand instead of waited for); session a hands them out again.
+my $taken = $other->query_safe(q{
+	SELECT string_agg(c.id::text, ',') FROM outbox.claim('b', 'r', 5, 10) c});
+chomp $taken;
+is(scalar(split /,/, $taken), 5, 'another owner leases 5 messages');
+is(claim($a, 50), 50, 'session a claims on past them');
+$node->safe_psql('app', q{
+	UPDATE outbox.message SET leased_until = now() - interval '1 second'
+	 WHERE lease_owner = 'b' AND delivered_at IS NULL});
+
+# A message revived (due now, after the hint), and one moved two hours back
+# by hand: before session a's hint.
+$node->safe_psql('app', q{
+	UPDATE outbox.message SET dead_at = now(), last_error = 'gave up'
+	 WHERE id = (SELECT id FROM outbox.message WHERE delivered_at IS NULL
+	               AND leased_until IS NULL ORDER BY available_at DESC LIMIT 1);
+});
+my $revived = $node->safe_psql('app', q{SELECT id FROM outbox.message WHERE dead_at IS NOT NULL});
+$node->safe_psql('app', qq{SELECT outbox.retry_dead('$revived')});
+my $moved = $node->safe_psql('app', qq{
+	UPDATE outbox.message SET available_at = now() - interval '2 hours'
+	 WHERE id = (SELECT id FROM outbox.message WHERE delivered_at IS NULL
+	               AND leased_until IS NULL AND id <> '$revived'
+	             ORDER BY available_at DESC LIMIT 1)
+	RETURNING id});
+
+# Session a drains the rest; what runs out of lease or falls before its
+# hint comes within the second a hint is followed.
+my $deadline = time() + 60;
+while (time() < $deadline)
+{
+	last if $node->safe_psql('app', q{
+		SELECT count(*) FROM outbox.message WHERE delivered_at IS NULL}) eq '0';
+	claim($a, 50);
+}
+is($node->safe_psql('app', q{
+	SELECT count(*) FILTER (WHERE delivered_at IS NOT NULL) || ' delivered, '
+	    || count(*) FILTER (WHERE dead_at IS NOT NULL) || ' dead'
+	  FROM outbox.message}), "$total delivered, 0 dead",
+	'every message of the backlog is delivered under the held snapshot');
+is($node->safe_psql('app', qq{
+	SELECT string_agg(lease_owner || ':' || attempts, ',' ORDER BY attempts)
+	  FROM outbox.message WHERE id IN ('$revived', '$moved')}),
+	'a:1,a:2', 'the revived message and the moved one were handed out to session a');
+is($node->safe_psql('app', qq{
+	SELECT count(*) FROM outbox.message
+	 WHERE id = ANY (string_to_array('$taken', ',')::uuid[])
+	   AND lease_owner = 'a' AND attempts = 3}),
+	5, 'the 5 leases that ran out were handed out again to session a');
+
+$held->query_safe('COMMIT');
+$held->quit;
+$a->quit;
+$other->quit;
+$node->stop;
+done_testing();

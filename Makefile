@@ -55,6 +55,7 @@ OBJS = \
 	src/outbox_store_routes.o \
 	src/outbox_store_subs.o \
 	src/outbox_store_subs_claim.o \
+	src/outbox_store_subs_due.o \
 	src/outbox_store_subs_holes.o \
 	src/outbox_subs_across.o \
 	src/outbox_subs_frontier.o \

@@ -15,19 +15,22 @@
  *
  * So when a claim filled its batch with deferred messages, the next claim
  * of this backend reads them on from the last one it took (the hint):
- * what lies before it was taken, by this claim or by the claims it raced.
- * A claim from the hint that comes out short reads again from the first
+ * what lies before it was taken by this claim or by the claims it raced,
+ * or locked by another transaction when read (completing it, say).  A
+ * claim from a hint that comes out short reads again from the first
  * entry, and a hint is followed for at most a second after such a read:
  * a message that became due before the hint meanwhile (a lease that ran
- * out, a message that a search of the claim position made deferred, one
- * revived with an available_at in the past) waits at most that long.
- * The hints live in the backend's memory, a few topics, the least
- * recently set replaced.
+ * out, a message that a search of the claim position made deferred, a
+ * claim that rolled back, a message moved by hand) waits at most that
+ * long.  A topic with keyed deferred messages pending gets no hint (see
+ * stmt_keyed_deferred).  The hints live in the backend's memory, for a
+ * few topics; the one read from its first entry longest ago makes room.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -101,62 +104,94 @@ ClaimHintArgs(text *topic, TimestampTz now, Datum *args)
 }
 
 /*
- * After a claim of topic at now, its rows (outbox.message's) still in
- * SPI_tuptable: when the deferred ones among them fill the wanted batch,
- * the last of them is the hint of the next claim; otherwise there is none.
- * hinted: whether the claim read from a hint.
+ * Whether topic has keyed deferred messages not finished: $1 topic.  Their
+ * claims may pass a message of a key whose earlier message is still
+ * pending, and a hint after it would leave it behind for a second each
+ * time: a key with a run of deferred messages would drain at one a second.
+ */
+SAVED_STATEMENT(stmt_keyed_deferred) = {
+	"SELECT EXISTS (SELECT FROM outbox.message k"
+	" WHERE k.deferred AND k.topic OPERATOR(pg_catalog.=) $1"
+	" AND k.ordering_key IS NOT NULL AND k.delivered_at IS NULL AND k.dead_at IS NULL)",
+	SPI_OK_SELECT,
+	1, {TEXTOID}
+};
+
+/*
+ * The deferred messages among the rows of a claim (outbox.message's), still
+ * in SPI_tuptable, into *found: how many, and the last of them
  */
 void
-ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted)
+ClaimHintScan(ClaimHintFound *found)
 {
 	TupleDesc	desc = SPI_tuptable->tupdesc;
 	int			c_deferred = SPI_fnumber(desc, "deferred");
 	int			c_at = SPI_fnumber(desc, "available_at");
 	int			c_id = SPI_fnumber(desc, "id");
-	char	   *name;
-	ClaimHint  *h;
-	int			n = 0;
-	TimestampTz at = DT_NOBEGIN;
-	pg_uuid_t	id;
 	uint64		i;
 
+	memset(found, 0, sizeof(ClaimHintFound));
 	if (c_deferred <= 0 || c_at <= 0 || c_id <= 0)
 		return;
-	memset(&id, 0, sizeof(id));
 	for (i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
 		bool		isnull;
 		Datum		d = SPI_getbinval(tup, desc, c_deferred, &isnull);
-		TimestampTz row_at;
-		pg_uuid_t  *row_id;
+		TimestampTz at;
+		pg_uuid_t  *id;
 
 		if (isnull || !DatumGetBool(d))
 			continue;
-		n++;
-		row_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, c_at, &isnull));
-		row_id = DatumGetUUIDP(SPI_getbinval(tup, desc, c_id, &isnull));
-		if (n == 1 || row_at > at ||
-			(row_at == at && memcmp(row_id, &id, sizeof(pg_uuid_t)) > 0))
+		at = DatumGetTimestampTz(SPI_getbinval(tup, desc, c_at, &isnull));
+		id = DatumGetUUIDP(SPI_getbinval(tup, desc, c_id, &isnull));
+		if (found->n++ == 0 || at > found->at ||
+			(at == found->at && memcmp(id, &found->id, sizeof(pg_uuid_t)) > 0))
 		{
-			at = row_at;
-			memcpy(&id, row_id, sizeof(pg_uuid_t));
+			found->at = at;
+			memcpy(&found->id, id, sizeof(pg_uuid_t));
 		}
 	}
+}
 
-	name = text_to_cstring(topic);
-	h = hint_find(name, n >= wanted, now);
+/*
+ * After a claim of topic at now that wanted so many messages and took the
+ * deferred ones in *found: when they fill the batch, and the topic has no
+ * keyed deferred message pending, the last of them is the hint of the next
+ * claim; otherwise there is none.  hinted: whether the claim read from a
+ * hint.
+ */
+void
+ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted,
+			  const ClaimHintFound *found)
+{
+	char	   *name = text_to_cstring(topic);
+	bool		full = found->n >= wanted;
+	ClaimHint  *h;
+
+	if (full)
+	{
+		Datum		arg = PointerGetDatum(topic);
+		bool		isnull;
+
+		(void) SpiExecute(&stmt_keyed_deferred, &arg, NULL, true, 1);
+		full = SPI_processed == 1 &&
+			!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+										1, &isnull));
+		SPI_freetuptable(SPI_tuptable);
+	}
+	h = hint_find(name, full, now);
 	pfree(name);
 	if (h == NULL)
 		return;
-	if (n < wanted)
+	if (!full)
 	{
 		h->set = false;
 		return;
 	}
 	h->set = true;
-	h->at = at;
-	h->id = id;
+	h->at = found->at;
+	h->id = found->id;
 	if (!hinted)
 		h->walked = now;
 }

@@ -14,6 +14,7 @@
 
 #include "catalog/pg_type.h"
 #include "utils/array.h"
+#include "utils/uuid.h"
 
 #include "outbox_spi.h"
 #include "outbox_store.h"
@@ -153,7 +154,16 @@ extern SavedStatement *ClaimAcrossPrepare(TimestampTz now, Datum *args);
  * Where a claim of one topic reads the deferred messages from: the hint
  * that the claims before it left, or the first entry (outbox_claim_hint.c)
  */
+typedef struct ClaimHintFound
+{
+	int			n;				/* the deferred messages a claim took */
+	TimestampTz at;				/* the last of them */
+	pg_uuid_t	id;
+} ClaimHintFound;
+
 extern bool ClaimHintArgs(text *topic, TimestampTz now, Datum *args);
-extern void ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted);
+extern void ClaimHintScan(ClaimHintFound *found);
+extern void ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted,
+						  const ClaimHintFound *found);
 
 #endif							/* OUTBOX_CLAIM_INT_H */

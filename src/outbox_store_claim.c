@@ -389,12 +389,16 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	for (;;)
 	{
 		int			dead = 0;
+		int			wanted = req->batch_size - leased;
+		ClaimHintFound found;
 
-		args[2] = Int32GetDatum(req->batch_size - leased);
+		args[2] = Int32GetDatum(wanted);
 		(void) SpiExecute(claim, args, nulls, false, 0);
 		if (stream && req->topic)
-			ClaimHintNote(req->topic, req->now, hinted, req->batch_size - leased);
+			ClaimHintScan(&found);
 		leased += ClaimSinkRows(sink, NUM_CLAIM_COLS, &dead);
+		if (stream && req->topic)
+			ClaimHintNote(req->topic, req->now, hinted, wanted, &found);
 
 		if (leased >= req->batch_size)
 			break;

@@ -16,10 +16,10 @@
  * available_at or behind its key; the claim holds the lock of each key it
  * adds a row to until it ends, and stops reading before a message whose
  * key another transaction holds (outbox_subs_keylock.c).  The due read and
- * the look at leases that ran out lease rows that are there, skipping
- * those another claim holds; they need no lock, but a claim takes the
- * subscription's lock before them or never waits for it (see
- * obx_subs_claim).
+ * the look at leases that ran out (outbox_store_subs_due.c) lease rows
+ * that are there, skipping those another claim holds; they need no lock,
+ * but a claim takes the subscription's lock before them or never waits
+ * for it (see obx_subs_claim).
  *
  * The log is read with a dirty snapshot (outbox_subs_scan.c) below the gap
  * horizon (outbox_gap.c), so the frontier passes appends still in
@@ -104,55 +104,6 @@ SAVED_STATEMENT(stmt_dead_keys) = {
 	"SELECT DISTINCT c.ordering_key FROM outbox.subscription_state c"
 	" WHERE " SUBS_LAST_LEASE_OVER " AND c.ordering_key IS NOT NULL",
 	SPI_OK_SELECT, 4, {INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
-};
-
-/*
- * Lease the rows of c (a CTE of positions) and return their messages:
- * $1 sub_id, $2 now, $3 batch, $4 lease end, $5 owner, $6 topic, $7 max
- * attempts.
- *
- * The rows are updated where c locked them (by ctid: a TID scan, the one
- * plan there is), the messages looked up by their ids as an array that
- * the primary key takes whole.  Joined to c and u instead, a generic plan
- * made while the tables were empty read every state row of the
- * subscription for each row of c, and the topic's whole stream for the
- * messages: on empty tables a read by subscription or by topic alone
- * looks as cheap as any (TAP 144: 20,000 index entries per claim once the
- * topic held 20,000 messages).  c is the rows' ctids.
- */
-#define SUBS_LEASE_ROWS(c) \
-	"WITH c AS (" c "), " \
-	" u AS (UPDATE outbox.subscription_state x SET attempts = x.attempts OPERATOR(pg_catalog.+) 1," \
-	"  leased_until = $4, lease_owner = $5, available_at = $4" \
-	"  WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.ctid FROM c))" \
-	"  RETURNING x.id, x.attempts, x.leased_until, x.lease_owner, x.last_error)" \
-	SUBS_LEASED_MESSAGES("u.last_error")
-
-/* The due read: retries, schedules, revivals and unblocked key heads. */
-SAVED_STATEMENT(stmt_claim_due) = {
-	SUBS_LEASE_ROWS("SELECT c.ctid FROM outbox.subscription_state c"
-					"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.dead_at IS NULL"
-					"  AND NOT c.blocked AND NOT c.hole AND c.leased_until IS NULL"
-					"  AND c.available_at OPERATOR(pg_catalog.<=) $2"
-					"  ORDER BY c.available_at LIMIT $3 FOR UPDATE SKIP LOCKED"),
-	SPI_OK_SELECT, 7,
-	{INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID}
-};
-
-/*
- * Leases that ran out on an attempt before the last, taken over (those on
- * the last one are for stmt_dead_mark).
- */
-SAVED_STATEMENT(stmt_claim_expired) = {
-	SUBS_LEASE_ROWS("SELECT c.ctid FROM outbox.subscription_state c"
-					"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
-					"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
-					"  AND c.leased_until OPERATOR(pg_catalog.>) $8"
-					"  AND c.attempts OPERATOR(pg_catalog.<) $7"
-					"  ORDER BY c.leased_until LIMIT $3 FOR UPDATE SKIP LOCKED"),
-	SPI_OK_SELECT, 8,
-	{INT4OID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID,
-	 TIMESTAMPTZOID}
 };
 
 /*
@@ -523,7 +474,6 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 	bool		routed_null;
 	TimestampTz paused;
 	TimestampTz low = DT_NOBEGIN;
-	int64		last;
 	TimestampTz lease_end = req->now + (int64) req->lease_seconds * USECS_PER_SEC;
 	int			got;
 	int32		sub32;
@@ -644,17 +594,12 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 
 	if (look)
 	{
-		(void) SpiExecute(&stmt_claim_expired, args, NULL, false, 0);
-		got = SubsSinkRows(sink, &last);
+		got = SubsClaimExpired(args, sink);
 		if (got >= req->batch_size)
 			SubsLeaseCheckAgain(sub32, low);
 	}
 	if (got < req->batch_size)
-	{
-		args[2] = Int32GetDatum(req->batch_size - got);
-		(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
-		got += SubsSinkRows(sink, &last);
-	}
+		got += SubsClaimDue(sub32, req, args, req->batch_size - got, sink);
 	if (got < req->batch_size && !locked)
 		locked = SubsTryLock(sub32);
 	if (got < req->batch_size && locked)

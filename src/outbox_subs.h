@@ -159,6 +159,9 @@ typedef struct HoleMark
 extern Oid	SubsStateRelid(void);
 extern HoleMark *SubsHoleMark(int32 sub);
 extern int64 SubsHolesFrom(int32 sub);
+extern TimestampTz SubsDueHint(int32 sub, TimestampTz now, bool *hinted);
+extern void SubsDueHintNote(int32 sub, TimestampTz now, bool hinted, bool full,
+							TimestampTz last);
 extern bool SubsLeaseCheckDue(int32 sub, TimestampTz now, TimestampTz *low);
 extern void SubsLeaseCheckAgain(int32 sub, TimestampTz low);
 extern TimestampTz SubsLeasesSeen(int32 sub, TimestampTz now);
@@ -204,12 +207,13 @@ extern void SubsPromoteReturned(int subcol, int keycol);
  * looked up by their ids as an array that the primary key takes whole
  * (see SUBS_LEASE_ROWS in outbox_store_subs_claim.c).
  */
-#define SUBS_LEASED_MESSAGES(err) \
+#define SUBS_LEASED_MESSAGES_AND(err, extra) \
 	" SELECT m.id, m.topic, m.event_type, m.payload, m.created_at," \
 	" " SUBS_DUE_AT("m") ", u.attempts, u.leased_until, u.lease_owner," \
 	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.timestamptz, " err "," \
-	" m.seq, false, m.ordering_key" \
+	" m.seq, false, m.ordering_key" extra \
 	" FROM u JOIN outbox.message m ON m.id OPERATOR(pg_catalog.=) u.id" \
 	" WHERE m.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT u.id FROM u)) ORDER BY m.seq"
+#define SUBS_LEASED_MESSAGES(err) SUBS_LEASED_MESSAGES_AND(err, "")
 
 #endif							/* OUTBOX_SUBS_H */

@@ -20,8 +20,7 @@
 
 #include "outbox_subs_sink.h"
 
-/* the columns of outbox.message a claim returns, and the ones it reads */
-#define SUBS_CLAIM_COLS		15
+/* the columns a claim returns that the sink reads */
 #define SUBS_COL_OWNER		9
 #define SUBS_COL_SEQ		13
 

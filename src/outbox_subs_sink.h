@@ -18,6 +18,12 @@
 #include "outbox_store.h"
 
 /*
+ * The columns of outbox.message a claim returns (SUBS_LEASED_MESSAGES); a
+ * statement may return more after them, which the sink leaves out
+ */
+#define SUBS_CLAIM_COLS		15
+
+/*
  * Where the rows of a claim go: a tuplestore of the row type of
  * outbox.message, or (messages) a list of ClaimedMessages in cxt.
  */
@@ -36,6 +42,11 @@ extern void SubsSinkTuplestore(SubsSink *sink, TupleDesc tupdesc,
 extern void SubsSinkList(SubsSink *sink, List **messages);
 extern int	SubsSinkRows(SubsSink *sink, int64 *last);
 extern Datum SubsArray(Datum *elems, bool *nulls, int n, Oid typid);
+
+/* the reads of the rows a subscription has (outbox_store_subs_due.c) */
+extern int	SubsClaimExpired(Datum *args, SubsSink *sink);
+extern int	SubsClaimDue(int32 sub, const ClaimRequest *req, Datum *args, int want,
+						 SubsSink *sink);
 
 /* the holes looked at again by a claim (outbox_store_subs_holes.c) */
 extern int	SubsClaimHoles(Datum sub, const ClaimRequest *req, TimestampTz lease_end,

@@ -1,13 +1,15 @@
-# A backlog of deferred messages (here retried ones) drained under a held
-# snapshot: a claim that filled its batch with deferred messages leaves a
-# hint, and the next claim of the backend reads the deferred messages on
-# from it instead of passing, again, the index entry of every message
-# completed before (src/outbox_claim_hint.c).  The drain must read a
-# bounded number of index entries per claim, and the hint must never cost
-# a message: a lease that runs out before the hint and a message moved
-# before it by hand are handed out by the same session's later claims,
-# within the second a hint is followed, and so is a message revived
-# meanwhile.  At the end every message is delivered.
+# A backlog of deferred messages (retried, and scheduled ones) drained under
+# a held snapshot, in the default subscription and in a named one: a claim
+# that filled its batch with deferred messages (due rows) leaves a hint,
+# and the next claim of the backend reads them on from it instead of
+# passing, again, the index entry of every message completed before
+# (src/outbox_claim_hint.c, SubsDueHint in src/outbox_subs_marks.c).  The
+# drain must read a bounded number of index entries per claim, and the
+# hint must never cost a message: a lease that runs out before the hint
+# and a message moved before it by hand are handed out by the same
+# session's later claims, within the second a hint is followed, and so is
+# a message revived meanwhile.  A key with a run of deferred messages gets
+# no hint, so that each claim takes its next message.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -139,6 +141,138 @@ is($node->safe_psql('app', qq{
 	 WHERE id = ANY (string_to_array('$taken', ',')::uuid[])
 	   AND lease_owner = 'a' AND attempts = 3}),
 	5, 'the 5 leases that ran out were handed out again to session a');
+
+# A key with a run of scheduled messages before a backlog of others: a
+# claim takes its head and passes the rest, which wait for it.  The topic
+# gets no hint (a hint after them would leave them behind for a second
+# each), so each claim of the drain takes the key's next message.
+$node->safe_psql('app', q{
+	SELECT count(outbox.append('k', 'evt.k.v1', pg_catalog.jsonb_build_object('n', g),
+	                           available_at => now() + interval '1 hour' + g * interval '1 ms',
+	                           ordering_key => CASE WHEN g <= 100 THEN 'hot' END))
+	  FROM generate_series(1, 1100) g;
+	UPDATE outbox.message SET available_at = available_at - interval '2 hours'
+	 WHERE topic = 'k';
+});
+is($node->safe_psql('app', q{
+	SELECT count(*) FILTER (WHERE deferred AND dead_at IS NULL AND available_at <= now())
+	  FROM outbox.message WHERE topic = 'k'}), 1100, 'topic k has 1,100 scheduled messages due, the first 100 of key hot');
+my $claims = 0;
+while ($claims < 100)
+{
+	$claims++;
+	$a->query_safe(q{
+		SELECT count(*) FROM (SELECT outbox.complete(c.id, 'a') FROM outbox.claim('a', 'k', 50, 60) c) c});
+	last if $node->safe_psql('app', q{
+		SELECT count(*) FROM outbox.message
+		 WHERE topic = 'k' AND ordering_key IS NULL AND delivered_at IS NULL}) eq '0';
+}
+my $hot = $node->safe_psql('app', q{
+	SELECT count(*) FROM outbox.message
+	 WHERE topic = 'k' AND ordering_key = 'hot' AND delivered_at IS NOT NULL});
+cmp_ok($hot, '>=', $claims - 1,
+	"while the others drain ($claims claims), each claim takes the key's next message ($hot delivered)");
+
+#
+# A named subscription: its due rows are read the same way.
+#
+$node->safe_psql('app', qq{
+	SELECT outbox.subscribe('s', 'n');
+	SELECT outbox.append_batch('s', 'evt.s.v1',
+		(SELECT array_agg(pg_catalog.jsonb_build_object('n', g) ORDER BY g)
+		   FROM generate_series(1, $total) g));
+	DO \$\$BEGIN
+		FOR i IN 1 .. 10 LOOP
+			PERFORM outbox.fail(c.id, 'setup', 'target unavailable', 'n')
+			   FROM outbox.claim('setup', 's', 500, 600, 'n') c;
+		END LOOP;
+	END\$\$;
+	UPDATE outbox.subscription_state SET available_at = available_at - interval '1 hour';
+});
+is($node->safe_psql('app', q{
+	SELECT count(*) FROM outbox.subscription_state
+	 WHERE attempts = 1 AND leased_until IS NULL AND available_at <= now()}),
+	$total, "subscription n has $total retried messages due");
+
+# index entries of outbox.subscription_state read so far
+sub state_reads
+{
+	$a->query_safe('SELECT pg_stat_force_next_flush()');
+	return $node->safe_psql('app', q{
+		SELECT sum(idx_tup_read) FROM pg_stat_user_indexes
+		 WHERE schemaname = 'outbox' AND relname = 'subscription_state'});
+}
+
+sub claim_n
+{
+	my ($s) = @_;
+	my $out = $s->query_safe(q{
+		SELECT count(*) FROM (SELECT outbox.complete(c.id, 'a', 'n')
+		                        FROM outbox.claim('a', 's', 50, 60, 'n') c) c});
+	chomp $out;
+	return $out;
+}
+
+$before = state_reads();
+$claimed = 0;
+$claimed += claim_n($a) for 1 .. $total / 100;
+$reads = state_reads() - $before;
+is($claimed, $total / 2, 'subscription n: the first half is claimed in claims of 50');
+cmp_ok($reads, '<', 20000,
+	"subscription n: the 50 claims read a bounded number of index entries ($reads)");
+
+$deadline = time() + 60;
+while (time() < $deadline)
+{
+	last if $node->safe_psql('app', q{
+		SELECT count(*) FROM outbox.subscription_state
+		 WHERE sub_id = (SELECT sub_id FROM outbox.subscription WHERE name = 'n')}) eq '0';
+	claim_n($a);
+}
+is($node->safe_psql('app', q{
+	SELECT count(*) FROM outbox.subscription_state
+	 WHERE sub_id = (SELECT sub_id FROM outbox.subscription WHERE name = 'n')}),
+	'0', 'subscription n: every message is done');
+
+# A key with a run of scheduled messages in a named subscription: each
+# claim of the drain takes the key's next row, unblocked when its head left.
+$node->safe_psql('app', q{
+	SELECT outbox.subscribe('sk', 'nk');
+	SELECT count(outbox.append('sk', 'evt.sk.v1', pg_catalog.jsonb_build_object('n', g),
+	                           available_at => now() + interval '1 hour' + g * interval '1 ms',
+	                           ordering_key => CASE WHEN g <= 100 THEN 'hot' END))
+	  FROM generate_series(1, 1100) g;
+});
+my $nk = $node->safe_psql('app', q{SELECT sub_id FROM outbox.subscription WHERE name = 'nk'});
+for (1 .. 100)
+{
+	last if $node->safe_psql('app', qq{
+		SELECT count(*) FROM outbox.subscription_state WHERE sub_id = $nk}) eq '1100';
+	$a->query_safe(q{SELECT count(*) FROM outbox.claim('a', 'sk', 50, 60, 'nk')});
+}
+$node->safe_psql('app', qq{
+	UPDATE outbox.subscription_state SET available_at = available_at - interval '2 hours'
+	 WHERE sub_id = $nk});
+is($node->safe_psql('app', qq{
+	SELECT count(*) FILTER (WHERE available_at <= now()) || ' due, '
+	    || count(*) FILTER (WHERE blocked) || ' blocked'
+	  FROM outbox.subscription_state WHERE sub_id = $nk}), '1100 due, 99 blocked',
+	'subscription nk has the 1,100 messages read, 99 behind the key\'s head');
+$claims = 0;
+while ($claims < 100)
+{
+	$claims++;
+	$a->query_safe(q{
+		SELECT count(*) FROM (SELECT outbox.complete(c.id, 'a', 'nk')
+		                        FROM outbox.claim('a', 'sk', 50, 60, 'nk') c) c});
+	last if $node->safe_psql('app', qq{
+		SELECT count(*) FROM outbox.subscription_state
+		 WHERE sub_id = $nk AND ordering_key IS NULL}) eq '0';
+}
+$hot = 100 - $node->safe_psql('app', qq{
+	SELECT count(*) FROM outbox.subscription_state WHERE sub_id = $nk AND ordering_key = 'hot'});
+cmp_ok($hot, '>=', $claims - 1,
+	"subscription nk: while the others drain ($claims claims), each claim takes the key's next message ($hot done)");
 
 $held->query_safe('COMMIT');
 $held->quit;

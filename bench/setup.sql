@@ -146,6 +146,29 @@ BEGIN
 END
 $$;
 
+-- The same for the named subscription sub of topic (made before): each
+-- message claimed and failed once by it, its next attempt then moved an
+-- hour back.
+CREATE PROCEDURE krizaka.preload_retried_sub(topic text, sub text, n integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    failed integer;
+BEGIN
+    CALL krizaka.preload(topic, n);
+    LOOP
+        PERFORM outbox.fail(c.id, 'preload', 'target unavailable', sub)
+          FROM outbox.claim('preload', topic, 500, 600, sub) c;
+        GET DIAGNOSTICS failed = ROW_COUNT;
+        COMMIT;
+        EXIT WHEN failed = 0;
+    END LOOP;
+    UPDATE outbox.subscription_state x SET available_at = x.available_at - interval '1 hour'
+      FROM outbox.subscription s
+     WHERE x.sub_id = s.sub_id AND s.topic = preload_retried_sub.topic AND s.name = sub;
+    COMMIT;
+END
+$$;
+
 -- n messages appended one by one through append: with keys > 0 on the
 -- ordering keys k0 .. k<keys - 1> in turn; scheduled, each with an
 -- available_at an hour ahead (deferred: read through the deferred messages

@@ -162,21 +162,23 @@ SAVED_STATEMENT(stmt_dead_any) = {
 };
 
 /*
- * Is anything of subscription $1 due at $2 for the due read, or (when $3,
- * the look at leases that ran out) for that look ($4 low, $5 max
- * attempts)?  Read without a lock.
+ * Is anything of subscription $1 due at $2 for the due read (from $6, where
+ * it would start: SubsDueHint), or (when $3, the look at leases that ran
+ * out) for that look ($4 low, $5 max attempts)?  Read without a lock.
  */
 SAVED_STATEMENT(stmt_due_now) = {
 	"SELECT EXISTS (SELECT 1 FROM outbox.subscription_state c"
 	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.dead_at IS NULL"
 	"  AND NOT c.blocked AND NOT c.hole AND c.leased_until IS NULL"
-	"  AND c.available_at OPERATOR(pg_catalog.<=) $2)"
+	"  AND c.available_at OPERATOR(pg_catalog.<=) $2"
+	"  AND c.available_at OPERATOR(pg_catalog.>=) $6)"
 	" OR ($3 AND EXISTS (SELECT 1 FROM outbox.subscription_state c"
 	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
 	"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
 	"  AND c.leased_until OPERATOR(pg_catalog.>) $4"
 	"  AND c.attempts OPERATOR(pg_catalog.<) $5))",
-	SPI_OK_SELECT, 5, {INT4OID, TIMESTAMPTZOID, BOOLOID, TIMESTAMPTZOID, INT4OID}
+	SPI_OK_SELECT, 6,
+	{INT4OID, TIMESTAMPTZOID, BOOLOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
 };
 
 /* the first column of the first row of the last statement, a boolean */
@@ -577,13 +579,15 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 		locked = SubsTryLock(sub32);
 	if (!locked && !req->no_wait)
 	{
-		Datum		nargs[5];
+		Datum		nargs[6];
+		bool		hinted;
 
 		nargs[0] = sub;
 		nargs[1] = TimestampTzGetDatum(req->now);
 		nargs[2] = BoolGetDatum(look);
 		nargs[3] = TimestampTzGetDatum(low);
 		nargs[4] = Int32GetDatum(req->max_attempts);
+		nargs[5] = TimestampTzGetDatum(SubsDueHint(sub32, req->now, &hinted));
 		(void) SpiExecute(&stmt_due_now, nargs, NULL, false, 1);
 		if (!obx_first_bool())
 		{

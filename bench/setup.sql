@@ -123,33 +123,12 @@ END
 $$;
 
 -- n retried messages, all due: appended, then claimed and failed once
--- each (the backlog a target's outage leaves behind).  The failures back
--- off by outbox.backoff_seconds (30 s, longer than the failing takes, so
--- none is claimed twice); their backoff is then moved an hour back
--- instead of waited for.
-CREATE PROCEDURE krizaka.preload_retried(topic text, n integer)
-LANGUAGE plpgsql AS $$
-DECLARE
-    failed integer;
-BEGIN
-    CALL krizaka.preload(topic, n);
-    LOOP
-        PERFORM outbox.fail(c.id, 'preload', 'target unavailable')
-          FROM outbox.claim('preload', topic, 500, 600) c;
-        GET DIAGNOSTICS failed = ROW_COUNT;
-        COMMIT;
-        EXIT WHEN failed = 0;
-    END LOOP;
-    UPDATE outbox.message m SET available_at = m.available_at - interval '1 hour'
-     WHERE m.topic = preload_retried.topic;
-    COMMIT;
-END
-$$;
-
--- The same for the named subscription sub of topic (made before): each
--- message claimed and failed once by it, its next attempt then moved an
--- hour back.
-CREATE PROCEDURE krizaka.preload_retried_sub(topic text, sub text, n integer)
+-- each (the backlog a target's outage leaves behind), by the topic's
+-- default subscription or by the named subscription sub (made before).
+-- The failures back off by outbox.backoff_seconds (30 s, longer than the
+-- failing takes, so none is claimed twice); their backoff is then moved an
+-- hour back instead of waited for.
+CREATE PROCEDURE krizaka.preload_retried(topic text, n integer, sub text DEFAULT NULL)
 LANGUAGE plpgsql AS $$
 DECLARE
     failed integer;
@@ -162,9 +141,14 @@ BEGIN
         COMMIT;
         EXIT WHEN failed = 0;
     END LOOP;
-    UPDATE outbox.subscription_state x SET available_at = x.available_at - interval '1 hour'
-      FROM outbox.subscription s
-     WHERE x.sub_id = s.sub_id AND s.topic = preload_retried_sub.topic AND s.name = sub;
+    IF sub IS NULL THEN
+        UPDATE outbox.message m SET available_at = m.available_at - interval '1 hour'
+         WHERE m.topic = preload_retried.topic;
+    ELSE
+        UPDATE outbox.subscription_state x SET available_at = x.available_at - interval '1 hour'
+          FROM outbox.subscription s
+         WHERE x.sub_id = s.sub_id AND s.topic = preload_retried.topic AND s.name = sub;
+    END IF;
     COMMIT;
 END
 $$;

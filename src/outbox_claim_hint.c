@@ -16,15 +16,16 @@
  * So when a claim filled its batch with deferred messages, the next claim
  * of this backend reads them on from the last one it took (the hint):
  * what lies before it was taken by this claim or by the claims it raced,
- * or locked by another transaction when read (completing it, say).  A
- * claim from a hint that comes out short reads again from the first
- * entry, and a hint is followed for at most a second after such a read:
- * a message that became due before the hint meanwhile (a lease that ran
- * out, a message that a search of the claim position made deferred, a
- * claim that rolled back, a message moved by hand) waits at most that
- * long.  A topic with keyed deferred messages pending gets no hint (see
- * stmt_keyed_deferred).  The hints live in the backend's memory, for a
- * few topics; the one read from its first entry longest ago makes room.
+ * or locked by another transaction when read (completing it, say).  The
+ * backend keeps following it, also when a claim from it comes out short
+ * (nothing due after it: an idle topic), and reads from the first entry
+ * once a second: a message that became due before the hint meanwhile (a
+ * lease that ran out, a message that a search of the claim position made
+ * deferred, a claim that rolled back, a message moved by hand) waits at
+ * most that long.  A topic with keyed deferred messages pending gets no
+ * hint (see stmt_keyed_deferred).  The hints live in the backend's memory,
+ * for a few topics; the one read from its first entry longest ago makes
+ * room.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,7 +40,7 @@
 
 #include "outbox_claim_int.h"
 
-/* how long the claims follow a hint after reading from the first entry */
+/* how long the claims follow a hint after one read from the first entry */
 #define CLAIM_HINT_MAX_AGE	USECS_PER_SEC
 
 #define CLAIM_HINTS			8
@@ -154,44 +155,62 @@ ClaimHintScan(ClaimHintFound *found)
 	}
 }
 
+/* Whether topic has keyed deferred messages pending (stmt_keyed_deferred) */
+static bool
+obx_keyed_deferred(text *topic)
+{
+	Datum		arg = PointerGetDatum(topic);
+	bool		isnull;
+	bool		keyed;
+
+	(void) SpiExecute(&stmt_keyed_deferred, &arg, NULL, true, 1);
+	keyed = SPI_processed != 1 ||
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+								   &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return keyed;
+}
+
 /*
  * After a claim of topic at now that wanted so many messages and took the
- * deferred ones in *found: when they fill the batch, and the topic has no
- * keyed deferred message pending, the last of them is the hint of the next
- * claim; otherwise there is none.  hinted: whether the claim read from a
- * hint.
+ * deferred ones in *found (hinted: it read from a hint).  A claim whose
+ * deferred messages fill the batch sets the hint to the last of them; the
+ * claims after it keep the hint, moved on past what they took, and one
+ * that reads from the first entry (once the hint is a second old) keeps it
+ * too, since it took every deferred message due before.  A topic with
+ * keyed deferred messages pending, when a claim fills its batch or reads
+ * from the first entry, loses its hint.
  */
 void
 ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted,
 			  const ClaimHintFound *found)
 {
 	char	   *name = text_to_cstring(topic);
+	ClaimHint  *h = hint_find(name, false, now);
 	bool		full = found->n >= wanted;
-	ClaimHint  *h;
+	bool		keep = full || (h != NULL && h->set);
 
-	if (full)
+	if (keep && (full || !hinted) && obx_keyed_deferred(topic))
+		keep = false;
+	if (!keep)
 	{
-		Datum		arg = PointerGetDatum(topic);
-		bool		isnull;
-
-		(void) SpiExecute(&stmt_keyed_deferred, &arg, NULL, true, 1);
-		full = SPI_processed == 1 &&
-			!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-										1, &isnull));
-		SPI_freetuptable(SPI_tuptable);
+		if (h != NULL)
+			h->set = false;
+		pfree(name);
+		return;
 	}
-	h = hint_find(name, full, now);
-	pfree(name);
 	if (h == NULL)
-		return;
-	if (!full)
+		h = hint_find(name, true, now);
+	pfree(name);
+	if (full || !h->set ||
+		(found->n > 0 && (found->at > h->at ||
+						  (found->at == h->at &&
+						   memcmp(&found->id, &h->id, sizeof(pg_uuid_t)) > 0))))
 	{
-		h->set = false;
-		return;
+		h->at = found->at;
+		h->id = found->id;
 	}
 	h->set = true;
-	h->at = found->at;
-	h->id = found->id;
 	if (!hinted)
 		h->walked = now;
 }

@@ -400,17 +400,8 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 		if (stream && req->topic)
 			ClaimHintNote(req->topic, req->now, hinted, wanted, &found);
 
-		if (leased >= req->batch_size)
-			break;
-		/* short from a hint: the rest from the first deferred message */
-		if (hinted)
-		{
-			hinted = ClaimHintArgs(req->topic, req->now, args);
-			Assert(!hinted);
-			continue;
-		}
-		/* stop when the last round found no dead one */
-		if (dead == 0)
+		/* stop when the batch is full, or the last round found no dead one */
+		if (dead == 0 || leased >= req->batch_size)
 			break;
 	}
 	SpiFinish();

@@ -108,47 +108,44 @@ SubsClaimExpired(Datum *args, SubsSink *sink)
 /*
  * The due read of subscription sub, args as stmt_claim_due's but $3 and
  * $8: up to want rows leased into sink, read on from this backend's hint,
- * or from the first due row when there is none or the read from it comes
- * out short.  Returns how many were leased.
+ * or from the first due row when there is none or it is a second old.
+ * Returns how many were leased.
  */
 int
 SubsClaimDue(int32 sub, const ClaimRequest *req, Datum *args, int want,
 			 SubsSink *sink)
 {
 	bool		hinted;
-	int			got = 0;
+	TimestampTz read_last = DT_NOBEGIN;
+	bool		isnull = true;
+	bool		full;
+	bool		keep;
 	int64		last;
+	int			n;
 
 	args[7] = TimestampTzGetDatum(SubsDueHint(sub, req->now, &hinted));
-	for (;;)
-	{
-		TimestampTz read_last = DT_NOBEGIN;
-		bool		isnull = true;
-		bool		full;
-		int			n;
+	args[2] = Int32GetDatum(want);
+	(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
+	if (SPI_processed > 0)
+		read_last = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+													  SPI_tuptable->tupdesc,
+													  SUBS_COL_DUE_LAST, &isnull));
+	n = SubsSinkRows(sink, &last);
+	if (isnull)
+		read_last = DT_NOBEGIN;
+	full = n > 0 && n >= want;
 
-		args[2] = Int32GetDatum(want - got);
-		(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
-		if (SPI_processed > 0)
-			read_last = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-														  SPI_tuptable->tupdesc,
-														  SUBS_COL_DUE_LAST, &isnull));
-		n = SubsSinkRows(sink, &last);
-		full = !isnull && n >= want - got;
-		if (full)
-		{
-			(void) SpiExecute(&stmt_keyed_rows, args, NULL, true, 1);
-			full = SPI_processed == 1 &&
-				!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-											1, &isnull));
-			SPI_freetuptable(SPI_tuptable);
-		}
-		SubsDueHintNote(sub, req->now, hinted, full, read_last);
-		got += n;
-		if (got >= want || !hinted)
-			return got;
-		/* short from a hint: the rest from the first due row */
-		args[7] = TimestampTzGetDatum(DT_NOBEGIN);
-		hinted = false;
+	/* a hint set or kept past a key's rows would leave them behind */
+	keep = full || SubsDueHintHeld(sub);
+	if (keep && (full || !hinted))
+	{
+		(void) SpiExecute(&stmt_keyed_rows, args, NULL, true, 1);
+		if (SPI_processed != 1 ||
+			DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									   1, &isnull)))
+			keep = false;
+		SPI_freetuptable(SPI_tuptable);
 	}
+	SubsDueHintNote(sub, req->now, hinted, keep, full, read_last);
+	return n;
 }

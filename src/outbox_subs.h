@@ -160,8 +160,9 @@ extern Oid	SubsStateRelid(void);
 extern HoleMark *SubsHoleMark(int32 sub);
 extern int64 SubsHolesFrom(int32 sub);
 extern TimestampTz SubsDueHint(int32 sub, TimestampTz now, bool *hinted);
-extern void SubsDueHintNote(int32 sub, TimestampTz now, bool hinted, bool full,
-							TimestampTz last);
+extern bool SubsDueHintHeld(int32 sub);
+extern void SubsDueHintNote(int32 sub, TimestampTz now, bool hinted, bool keep,
+							bool full, TimestampTz last);
 extern bool SubsLeaseCheckDue(int32 sub, TimestampTz now, TimestampTz *low);
 extern void SubsLeaseCheckAgain(int32 sub, TimestampTz low);
 extern TimestampTz SubsLeasesSeen(int32 sub, TimestampTz now);

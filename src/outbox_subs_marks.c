@@ -92,10 +92,10 @@ SubsLeaseCheckDue(int32 sub, TimestampTz now, TimestampTz *low)
  * held snapshot against about 30,000 without).  So when a due read filled
  * its batch, the next one reads on from the last available_at it read
  * (the hint): what lies before was taken by this read or by the reads it
- * raced, or locked by another transaction when read.  A read from the
- * hint that comes out short reads again from the first due row, and a
- * hint is followed for at most a second after such a read, so a row due
- * before it meanwhile (a claim that rolled back, a row moved by hand)
+ * raced, or locked by another transaction when read.  The backend keeps
+ * following it, also when a read from it comes out short (an idle
+ * subscription), and reads from the first due row once a second, so a row
+ * due before it meanwhile (a claim that rolled back, a row moved by hand)
  * waits at most that long.  A subscription with keyed rows takes no hint
  * (see stmt_keyed_rows in outbox_store_subs_due.c).
  */
@@ -138,30 +138,48 @@ SubsDueHint(int32 sub, TimestampTz now, bool *hinted)
 	return *hinted ? h->at : DT_NOBEGIN;
 }
 
+/* Whether this backend holds a hint for subscription sub */
+bool
+SubsDueHintHeld(int32 sub)
+{
+	DueHint    *h = obx_due_hint_find(SubsStateRelid(), sub);
+
+	return h != NULL && h->set;
+}
+
 /*
- * After a due read of sub at now (from a hint, when hinted): when it
- * filled its batch (full), the last available_at it read is the next
- * read's hint; otherwise there is none.
+ * After a due read of sub at now (from a hint, when hinted) that read up
+ * to last (DT_NOBEGIN: nothing).  When it filled its batch (full), last is
+ * the next read's hint; a read after that keeps the hint, moved on to
+ * last, and so does one from the first due row (once the hint is a second
+ * old), which took every row due before it; unless keep is false (the
+ * subscription has keyed rows): then there is none.
  */
 void
-SubsDueHintNote(int32 sub, TimestampTz now, bool hinted, bool full,
+SubsDueHintNote(int32 sub, TimestampTz now, bool hinted, bool keep, bool full,
 				TimestampTz last)
 {
 	Oid			relid = SubsStateRelid();
 	DueHint    *h = obx_due_hint_find(relid, sub);
 
+	if (!keep)
+	{
+		if (h != NULL)
+			h->set = false;
+		return;
+	}
 	if (h == NULL)
 	{
-		if (!full)
-			return;
 		h = &due_hints[due_hints_next];
 		due_hints_next = (due_hints_next + 1) % SUBS_DUE_HINTS;
 		h->relid = relid;
 		h->sub_id = sub;
+		h->set = false;
 		h->walked = now;
 	}
-	h->set = full;
-	h->at = last;
+	if (full || !h->set || last > h->at)
+		h->at = last;
+	h->set = true;
 	if (!hinted)
 		h->walked = now;
 }

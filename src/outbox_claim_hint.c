@@ -81,6 +81,14 @@ hint_find(const char *topic, bool create, TimestampTz now)
 	return oldest;
 }
 
+/* A claim's arguments args[10] and args[11] that read from the first entry */
+void
+ClaimHintNone(Datum *args)
+{
+	args[10] = TimestampTzGetDatum(DT_NOBEGIN);
+	args[11] = UUIDPGetDatum(palloc0(sizeof(pg_uuid_t)));
+}
+
 /*
  * Where a claim of topic at now reads the deferred messages from, as the
  * claim's arguments args[10] (available_at) and args[11] (id): the hint,
@@ -91,17 +99,17 @@ ClaimHintArgs(text *topic, TimestampTz now, Datum *args)
 {
 	char	   *name = text_to_cstring(topic);
 	ClaimHint  *h = hint_find(name, false, now);
-	pg_uuid_t  *id = palloc0(sizeof(pg_uuid_t));
-	bool		hinted;
 
 	pfree(name);
-	hinted = h != NULL && h->set && h->walked <= now &&
-		now - h->walked < CLAIM_HINT_MAX_AGE;
-	if (hinted)
-		memcpy(id, &h->id, sizeof(pg_uuid_t));
-	args[10] = TimestampTzGetDatum(hinted ? h->at : DT_NOBEGIN);
-	args[11] = UUIDPGetDatum(id);
-	return hinted;
+	if (h == NULL || !h->set || h->walked > now || now - h->walked >= CLAIM_HINT_MAX_AGE)
+	{
+		ClaimHintNone(args);
+		return false;
+	}
+	args[10] = TimestampTzGetDatum(h->at);
+	args[11] = UUIDPGetDatum(palloc(sizeof(pg_uuid_t)));
+	memcpy(DatumGetUUIDP(args[11]), &h->id, sizeof(pg_uuid_t));
+	return true;
 }
 
 /*
@@ -118,57 +126,26 @@ SAVED_STATEMENT(stmt_keyed_deferred) = {
 	1, {TEXTOID}
 };
 
-/*
- * The deferred messages among the rows of a claim (outbox.message's), still
- * in SPI_tuptable, into *found: how many, and the last of them
- */
-void
-ClaimHintScan(ClaimHintFound *found)
+/* Whether (at, id) comes after the last one *found holds */
+static bool
+obx_after(const ClaimHintFound *found, TimestampTz at, const pg_uuid_t *id)
 {
-	TupleDesc	desc = SPI_tuptable->tupdesc;
-	int			c_deferred = SPI_fnumber(desc, "deferred");
-	int			c_at = SPI_fnumber(desc, "available_at");
-	int			c_id = SPI_fnumber(desc, "id");
-	uint64		i;
-
-	memset(found, 0, sizeof(ClaimHintFound));
-	if (c_deferred <= 0 || c_at <= 0 || c_id <= 0)
-		return;
-	for (i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		bool		isnull;
-		Datum		d = SPI_getbinval(tup, desc, c_deferred, &isnull);
-		TimestampTz at;
-		pg_uuid_t  *id;
-
-		if (isnull || !DatumGetBool(d))
-			continue;
-		at = DatumGetTimestampTz(SPI_getbinval(tup, desc, c_at, &isnull));
-		id = DatumGetUUIDP(SPI_getbinval(tup, desc, c_id, &isnull));
-		if (found->n++ == 0 || at > found->at ||
-			(at == found->at && memcmp(id, &found->id, sizeof(pg_uuid_t)) > 0))
-		{
-			found->at = at;
-			memcpy(&found->id, id, sizeof(pg_uuid_t));
-		}
-	}
+	return at > found->at ||
+		(at == found->at && memcmp(id, &found->id, sizeof(pg_uuid_t)) > 0);
 }
 
-/* Whether topic has keyed deferred messages pending (stmt_keyed_deferred) */
-static bool
-obx_keyed_deferred(text *topic)
+/*
+ * A deferred message a claim took, at its available_at and id: counted
+ * into *found (zeroed before the claim), which keeps the last of them
+ */
+void
+ClaimHintSee(ClaimHintFound *found, TimestampTz at, const pg_uuid_t *id)
 {
-	Datum		arg = PointerGetDatum(topic);
-	bool		isnull;
-	bool		keyed;
-
-	(void) SpiExecute(&stmt_keyed_deferred, &arg, NULL, true, 1);
-	keyed = SPI_processed != 1 ||
-		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-								   &isnull));
-	SPI_freetuptable(SPI_tuptable);
-	return keyed;
+	if (found->n++ == 0 || obx_after(found, at, id))
+	{
+		found->at = at;
+		memcpy(&found->id, id, sizeof(pg_uuid_t));
+	}
 }
 
 /*
@@ -190,8 +167,12 @@ ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted,
 	bool		full = found->n >= wanted;
 	bool		keep = full || (h != NULL && h->set);
 
-	if (keep && (full || !hinted) && obx_keyed_deferred(topic))
-		keep = false;
+	if (keep && (full || !hinted))
+	{
+		Datum		arg = PointerGetDatum(topic);
+
+		keep = !SpiExecuteBool(&stmt_keyed_deferred, &arg);
+	}
 	if (!keep)
 	{
 		if (h != NULL)
@@ -202,10 +183,7 @@ ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted,
 	if (h == NULL)
 		h = hint_find(name, true, now);
 	pfree(name);
-	if (full || !h->set ||
-		(found->n > 0 && (found->at > h->at ||
-						  (found->at == h->at &&
-						   memcmp(&found->id, &h->id, sizeof(pg_uuid_t)) > 0))))
+	if (full || !h->set || (found->n > 0 && !obx_after(found, h->at, &h->id)))
 	{
 		h->at = found->at;
 		h->id = found->id;

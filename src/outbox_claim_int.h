@@ -161,8 +161,9 @@ typedef struct ClaimHintFound
 	pg_uuid_t	id;
 } ClaimHintFound;
 
+extern void ClaimHintNone(Datum *args);
 extern bool ClaimHintArgs(text *topic, TimestampTz now, Datum *args);
-extern void ClaimHintScan(ClaimHintFound *found);
+extern void ClaimHintSee(ClaimHintFound *found, TimestampTz at, const pg_uuid_t *id);
 extern void ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted,
 						  const ClaimHintFound *found);
 

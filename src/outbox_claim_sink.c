@@ -20,6 +20,7 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "outbox_claim_int.h"
 #include "outbox_claim_sink.h"
 #include "outbox_store.h"
 
@@ -137,14 +138,17 @@ ClaimSinkList(ClaimSink *sink, List **messages)
 /*
  * Hand the rows of the claim statement just executed to sink, reading the
  * first ncols of claim_cols.  With COL_DEAD_AT among them, a row the claim
- * marked dead is counted in *dead instead.  Returns the number of rows
- * handed over.
+ * marked dead is counted in *dead instead.  With found, the deferred ones
+ * among the rows are counted there too (outbox_claim_hint.c).  Returns the
+ * number of rows handed over.
  */
 int
-ClaimSinkRows(ClaimSink *sink, int ncols, int *dead)
+ClaimSinkRows(ClaimSink *sink, int ncols, int *dead, ClaimHintFound *found)
 {
 	TupleDesc	desc = SPI_tuptable->tupdesc;
 	int			attno[NUM_CLAIM_COLS];
+	int			att_deferred = -1;
+	int			att_available = -1;
 	int			leased = 0;
 	uint64		i;
 	int			c;
@@ -159,6 +163,12 @@ ClaimSinkRows(ClaimSink *sink, int ncols, int *dead)
 		if (attno[c] < 0)
 			elog(ERROR, "outbox.message has no column %s", claim_cols[c]);
 	}
+	if (found != NULL)
+	{
+		memset(found, 0, sizeof(ClaimHintFound));
+		att_deferred = SPI_fnumber(desc, "deferred") - 1;
+		att_available = SPI_fnumber(desc, "available_at") - 1;
+	}
 
 	for (i = 0; i < SPI_processed; i++)
 	{
@@ -166,6 +176,10 @@ ClaimSinkRows(ClaimSink *sink, int ncols, int *dead)
 		bool		isnull[OUTBOX_MESSAGE_MAX_COLS];
 
 		heap_deform_tuple(SPI_tuptable->vals[i], desc, vals, isnull);
+		if (att_deferred >= 0 && att_available >= 0 &&
+			!isnull[att_deferred] && DatumGetBool(vals[att_deferred]))
+			ClaimHintSee(found, DatumGetTimestampTz(vals[att_available]),
+						 DatumGetUUIDP(vals[attno[COL_ID]]));
 		if (ncols > COL_DEAD_AT && !isnull[attno[COL_DEAD_AT]])
 		{
 			(*dead)++;

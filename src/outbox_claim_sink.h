@@ -49,6 +49,8 @@ struct ClaimSink
 extern void ClaimSinkTuplestore(ClaimSink *sink, TupleDesc tupdesc,
 								Tuplestorestate *store);
 extern void ClaimSinkList(ClaimSink *sink, List **messages);
-extern int	ClaimSinkRows(ClaimSink *sink, int ncols, int *dead);
+struct ClaimHintFound;
+extern int	ClaimSinkRows(ClaimSink *sink, int ncols, int *dead,
+						  struct ClaimHintFound *found);
 
 #endif							/* OUTBOX_CLAIM_SINK_H */

@@ -217,6 +217,22 @@ SpiExecute(SavedStatement *stmt, Datum *args, const char *nulls,
 }
 
 /*
+ * Run stmt, a query of one boolean column, with no null argument: its
+ * value in the first row (false when there is none, or it is null).
+ */
+bool
+SpiExecuteBool(SavedStatement *stmt, Datum *args)
+{
+	bool		isnull = true;
+	Datum		d = (Datum) 0;
+
+	if (SpiExecute(stmt, args, NULL, false, 1) > 0)
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	SPI_freetuptable(SPI_tuptable);
+	return !isnull && DatumGetBool(d);
+}
+
+/*
  * Execute a read-only saved statement with the latest snapshot instead of
  * the transaction's, to see what committed after it began.
  */

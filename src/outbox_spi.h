@@ -95,6 +95,7 @@ extern void SpiConnect(void);
 extern void SpiFinish(void);
 extern uint64 SpiExecute(SavedStatement *stmt, Datum *args, const char *nulls,
 						 bool read_only, long count);
+extern bool SpiExecuteBool(SavedStatement *stmt, Datum *args);
 extern uint64 SpiExecuteLatest(SavedStatement *stmt, Datum *args,
 							   const char *nulls);
 extern uint64 SpiExecuteCommitted(SavedStatement *stmt, Datum *args,

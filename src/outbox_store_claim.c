@@ -29,7 +29,6 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
-#include "utils/uuid.h"
 
 #include "outbox_claim_int.h"
 #include "outbox_claim_sink.h"
@@ -394,9 +393,8 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 
 		args[2] = Int32GetDatum(wanted);
 		(void) SpiExecute(claim, args, nulls, false, 0);
-		if (stream && req->topic)
-			ClaimHintScan(&found);
-		leased += ClaimSinkRows(sink, NUM_CLAIM_COLS, &dead);
+		leased += ClaimSinkRows(sink, NUM_CLAIM_COLS, &dead,
+								stream && req->topic ? &found : NULL);
 		if (stream && req->topic)
 			ClaimHintNote(req->topic, req->now, hinted, wanted, &found);
 
@@ -466,8 +464,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[5] = Int32GetDatum(req->max_attempts);
 		passed = obx_position(req->topic, req->now, args);
 		/* from the first deferred message: such claims leave no hint */
-		args[10] = TimestampTzGetDatum(DT_NOBEGIN);
-		args[11] = UUIDPGetDatum(palloc0(sizeof(pg_uuid_t)));
+		ClaimHintNone(args);
 
 		/* candidates that turn out dead do not count, as in obx_claim */
 		n = 0;
@@ -476,7 +473,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 			dead = 0;
 			args[2] = Int32GetDatum(req->batch_size - n);
 			(void) SpiExecute(&stmt_claim_stream_delivered[passed], args, NULL, false, 0);
-			n += ClaimSinkRows(&sink, NUM_CLAIM_COLS, &dead);
+			n += ClaimSinkRows(&sink, NUM_CLAIM_COLS, &dead, NULL);
 		} while (dead > 0 && n < req->batch_size);
 	}
 	else
@@ -488,7 +485,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = Int32GetDatum(req->max_attempts);
 		(void) SpiExecute(&stmt_claim_delivered, args, NULL, false, 0);
-		n = ClaimSinkRows(&sink, COL_DEAD_AT, &dead);
+		n = ClaimSinkRows(&sink, COL_DEAD_AT, &dead, NULL);
 	}
 	SpiFinish();
 	return n;

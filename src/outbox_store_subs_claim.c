@@ -181,19 +181,6 @@ SAVED_STATEMENT(stmt_due_now) = {
 	{INT4OID, TIMESTAMPTZOID, BOOLOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
 };
 
-/* the first column of the first row of the last statement, a boolean */
-static bool
-obx_first_bool(void)
-{
-	bool		isnull;
-	Datum		d;
-
-	if (SPI_processed == 0)
-		return false;
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return !isnull && DatumGetBool(d);
-}
-
 /*
  * Run stmt_dead_any (!mark: whether a lease that ran out on its last
  * attempt is there to make dead) or stmt_dead_mark (mark: make them dead,
@@ -216,8 +203,7 @@ obx_dead(Datum sub, const ClaimRequest *req, TimestampTz low, bool mark)
 	args[3] = TimestampTzGetDatum(low);
 	if (!mark)
 	{
-		(void) SpiExecute(&stmt_dead_any, args, NULL, false, 1);
-		return obx_first_bool();
+		return SpiExecuteBool(&stmt_dead_any, args);
 	}
 	n = SpiExecute(&stmt_dead_keys, args, NULL, false, 0);
 	keys = palloc(sizeof(Datum) * Max(n, 1));
@@ -581,15 +567,15 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 	{
 		Datum		nargs[6];
 		bool		hinted;
+		bool		held;
 
 		nargs[0] = sub;
 		nargs[1] = TimestampTzGetDatum(req->now);
 		nargs[2] = BoolGetDatum(look);
 		nargs[3] = TimestampTzGetDatum(low);
 		nargs[4] = Int32GetDatum(req->max_attempts);
-		nargs[5] = TimestampTzGetDatum(SubsDueHint(sub32, req->now, &hinted));
-		(void) SpiExecute(&stmt_due_now, nargs, NULL, false, 1);
-		if (!obx_first_bool())
+		nargs[5] = TimestampTzGetDatum(SubsDueHint(sub32, req->now, &hinted, &held));
+		if (!SpiExecuteBool(&stmt_due_now, nargs))
 		{
 			(void) SubsLock(sub32);
 			locked = true;

@@ -116,6 +116,7 @@ SubsClaimDue(int32 sub, const ClaimRequest *req, Datum *args, int want,
 			 SubsSink *sink)
 {
 	bool		hinted;
+	bool		held;
 	TimestampTz read_last = DT_NOBEGIN;
 	bool		isnull = true;
 	bool		full;
@@ -123,7 +124,7 @@ SubsClaimDue(int32 sub, const ClaimRequest *req, Datum *args, int want,
 	int64		last;
 	int			n;
 
-	args[7] = TimestampTzGetDatum(SubsDueHint(sub, req->now, &hinted));
+	args[7] = TimestampTzGetDatum(SubsDueHint(sub, req->now, &hinted, &held));
 	args[2] = Int32GetDatum(want);
 	(void) SpiExecute(&stmt_claim_due, args, NULL, false, 0);
 	if (SPI_processed > 0)
@@ -136,16 +137,9 @@ SubsClaimDue(int32 sub, const ClaimRequest *req, Datum *args, int want,
 	full = n > 0 && n >= want;
 
 	/* a hint set or kept past a key's rows would leave them behind */
-	keep = full || SubsDueHintHeld(sub);
-	if (keep && (full || !hinted))
-	{
-		(void) SpiExecute(&stmt_keyed_rows, args, NULL, true, 1);
-		if (SPI_processed != 1 ||
-			DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-									   1, &isnull)))
-			keep = false;
-		SPI_freetuptable(SPI_tuptable);
-	}
+	keep = full || held;
+	if (keep && (full || !hinted) && SpiExecuteBool(&stmt_keyed_rows, args))
+		keep = false;
 	SubsDueHintNote(sub, req->now, hinted, keep, full, read_last);
 	return n;
 }

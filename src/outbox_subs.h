@@ -159,8 +159,8 @@ typedef struct HoleMark
 extern Oid	SubsStateRelid(void);
 extern HoleMark *SubsHoleMark(int32 sub);
 extern int64 SubsHolesFrom(int32 sub);
-extern TimestampTz SubsDueHint(int32 sub, TimestampTz now, bool *hinted);
-extern bool SubsDueHintHeld(int32 sub);
+extern TimestampTz SubsDueHint(int32 sub, TimestampTz now, bool *hinted,
+							   bool *held);
 extern void SubsDueHintNote(int32 sub, TimestampTz now, bool hinted, bool keep,
 							bool full, TimestampTz last);
 extern bool SubsLeaseCheckDue(int32 sub, TimestampTz now, TimestampTz *low);

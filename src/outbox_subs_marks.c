@@ -126,25 +126,17 @@ obx_due_hint_find(Oid relid, int32 sub)
 
 /*
  * Where the due read of subscription sub at now starts: the hint
- * (*hinted), or the first due row (DT_NOBEGIN)
+ * (*hinted), or the first due row (DT_NOBEGIN); *held says whether this
+ * backend has a hint at all, a second old or not
  */
 TimestampTz
-SubsDueHint(int32 sub, TimestampTz now, bool *hinted)
+SubsDueHint(int32 sub, TimestampTz now, bool *hinted, bool *held)
 {
 	DueHint    *h = obx_due_hint_find(SubsStateRelid(), sub);
 
-	*hinted = h != NULL && h->set && h->walked <= now &&
-		now - h->walked < SUBS_DUE_HINT_MAX_AGE;
+	*held = h != NULL && h->set;
+	*hinted = *held && h->walked <= now && now - h->walked < SUBS_DUE_HINT_MAX_AGE;
 	return *hinted ? h->at : DT_NOBEGIN;
-}
-
-/* Whether this backend holds a hint for subscription sub */
-bool
-SubsDueHintHeld(int32 sub)
-{
-	DueHint    *h = obx_due_hint_find(SubsStateRelid(), sub);
-
-	return h != NULL && h->set;
 }
 
 /*

@@ -79,9 +79,12 @@
  *	- the pending messages of the key between lower and a, found in
  *	  message_key_idx; usually there is none, and the probe reads no row;
  *	- the pending messages of the key among the holes (a bigint[] of
- *	  positions, or NULL), found by position in the stream index: a hole
- *	  that committed is fresh below the position until a search makes it
- *	  deferred;
+ *	  positions, or NULL), looked up one hole at a time: a hole that
+ *	  committed is fresh below the position until a search makes it
+ *	  deferred.  Asked as one search of the key's messages before a with
+ *	  the holes as a filter, it read every kept message of the key for each
+ *	  candidate; the LIMIT keeps each hole's probe from being merged into
+ *	  such a search;
  *	- the deferred pending messages of the key before a, found in the small
  *	  message_key_deferred_idx; looked for only when the topic has any
  *	  (an uncorrelated EXISTS, computed once per claim).
@@ -99,11 +102,12 @@
 	" AND k.seq OPERATOR(pg_catalog.>=) " lower " AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
 	" AND " STREAM_PENDING("k") ")" \
 	" AND NOT EXISTS (" \
+	"SELECT FROM pg_catalog.unnest(" holes ") AS hole(seq), LATERAL (" \
 	"SELECT FROM outbox.message k" \
 	" WHERE k.topic OPERATOR(pg_catalog.=) " a ".topic" \
-	" AND k.seq OPERATOR(pg_catalog.=) ANY (" holes ") AND k.seq OPERATOR(pg_catalog.<) " a ".seq" \
 	" AND k.ordering_key OPERATOR(pg_catalog.=) " a ".ordering_key" \
-	" AND " STREAM_PENDING("k") ")" \
+	" AND k.seq OPERATOR(pg_catalog.=) hole.seq AND " STREAM_PENDING("k") " LIMIT 1) kh" \
+	" WHERE hole.seq OPERATOR(pg_catalog.<) " a ".seq)" \
 	" AND (NOT EXISTS (" \
 	"SELECT FROM outbox.message k" \
 	" WHERE k.deferred AND k.topic OPERATOR(pg_catalog.=) " topic \

@@ -27,6 +27,10 @@
  * for a few topics; the one read from its first entry longest ago makes
  * room.
  *
+ * The claim across all topics reads each topic from the same hints and
+ * notes them after it as a claim of each topic would; the topics it took
+ * deferred messages of count as filled.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -52,9 +56,22 @@ typedef struct ClaimHint
 	TimestampTz at;
 	pg_uuid_t	id;
 	TimestampTz walked;			/* when a claim last read from the first entry */
+	bool		across;			/* read by the claim across all topics running */
+	bool		across_hinted;	/* from (at, id) */
 } ClaimHint;
 
+/* a deferred message that a claim across all topics took */
+typedef struct ClaimHintRow
+{
+	char	   *topic;
+	TimestampTz at;
+	pg_uuid_t	id;
+} ClaimHintRow;
+
 static ClaimHint claim_hints[CLAIM_HINTS];
+
+static void hint_note(char *name, text *topic, TimestampTz now, bool hinted,
+					  int wanted, const ClaimHintFound *found);
 
 static ClaimHint *
 hint_find(const char *topic, bool create, TimestampTz now)
@@ -78,7 +95,27 @@ hint_find(const char *topic, bool create, TimestampTz now)
 	oldest->topic = MemoryContextStrdup(TopMemoryContext, topic);
 	oldest->set = false;
 	oldest->walked = now;
+	oldest->across = false;
 	return oldest;
+}
+
+/* Whether a claim at now reads from hint h */
+static bool
+hint_usable(const ClaimHint *h, TimestampTz now)
+{
+	return h != NULL && h->set && h->walked <= now && now - h->walked < CLAIM_HINT_MAX_AGE;
+}
+
+/* Whether this backend follows a hint of some topic */
+bool
+ClaimHintsHeld(void)
+{
+	int			i;
+
+	for (i = 0; i < CLAIM_HINTS; i++)
+		if (claim_hints[i].topic != NULL && claim_hints[i].set)
+			return true;
+	return false;
 }
 
 /* A claim's arguments args[10] and args[11] that read from the first entry */
@@ -101,7 +138,7 @@ ClaimHintArgs(text *topic, TimestampTz now, Datum *args)
 	ClaimHint  *h = hint_find(name, false, now);
 
 	pfree(name);
-	if (h == NULL || !h->set || h->walked > now || now - h->walked >= CLAIM_HINT_MAX_AGE)
+	if (!hint_usable(h, now))
 	{
 		ClaimHintNone(args);
 		return false;
@@ -110,6 +147,57 @@ ClaimHintArgs(text *topic, TimestampTz now, Datum *args)
 	args[11] = UUIDPGetDatum(palloc(sizeof(pg_uuid_t)));
 	memcpy(DatumGetUUIDP(args[11]), &h->id, sizeof(pg_uuid_t));
 	return true;
+}
+
+/*
+ * Where a claim across all topics at now reads the deferred messages of
+ * the n topics names (text Datums) from: the arrays args[10]
+ * (timestamptz[]) and args[11] (uuid[]), each topic's hint or the first
+ * entry.  The topics with hints are marked as read by this claim, for
+ * ClaimHintNoteAcross.
+ */
+void
+ClaimHintArgsAcross(Datum *names, int n, TimestampTz now, Datum *args)
+{
+	Datum	   *ats = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *ids = palloc(sizeof(Datum) * Max(n, 1));
+	pg_uuid_t  *uuids = palloc0(sizeof(pg_uuid_t) * Max(n, 1));
+	bool		any = false;
+	int			i;
+
+	for (i = 0; i < CLAIM_HINTS; i++)
+	{
+		claim_hints[i].across = false;
+		any |= claim_hints[i].topic != NULL;
+	}
+	for (i = 0; i < n; i++)
+	{
+		ClaimHint  *h = NULL;
+
+		if (any)
+		{
+			char	   *name = text_to_cstring(DatumGetTextPP(names[i]));
+
+			h = hint_find(name, false, now);
+			pfree(name);
+		}
+		ats[i] = TimestampTzGetDatum(DT_NOBEGIN);
+		if (h != NULL)
+		{
+			h->across = true;
+			h->across_hinted = hint_usable(h, now);
+			if (h->across_hinted)
+			{
+				ats[i] = TimestampTzGetDatum(h->at);
+				uuids[i] = h->id;
+			}
+		}
+		ids[i] = UUIDPGetDatum(&uuids[i]);
+	}
+	args[10] = PointerGetDatum(construct_array(ats, n, TIMESTAMPTZOID, sizeof(TimestampTz),
+											   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	args[11] = PointerGetDatum(construct_array(ids, n, UUIDOID, UUID_LEN, false,
+											   TYPALIGN_CHAR));
 }
 
 /*
@@ -135,12 +223,25 @@ obx_after(const ClaimHintFound *found, TimestampTz at, const pg_uuid_t *id)
 }
 
 /*
- * A deferred message a claim took, at its available_at and id: counted
- * into *found (zeroed before the claim), which keeps the last of them
+ * A deferred message a claim took, of topic (a text Datum), at its
+ * available_at and id: counted into *found (emptied before the claim),
+ * which keeps the last of them, or for a claim across all topics each of
+ * them with its topic
  */
 void
-ClaimHintSee(ClaimHintFound *found, TimestampTz at, const pg_uuid_t *id)
+ClaimHintSee(ClaimHintFound *found, Datum topic, TimestampTz at, const pg_uuid_t *id)
 {
+	if (found->across)
+	{
+		ClaimHintRow *row = palloc(sizeof(ClaimHintRow));
+
+		row->topic = TextDatumGetCString(topic);
+		row->at = at;
+		row->id = *id;
+		found->rows = lappend(found->rows, row);
+		found->n++;
+		return;
+	}
 	if (found->n++ == 0 || obx_after(found, at, id))
 	{
 		found->at = at;
@@ -162,7 +263,82 @@ void
 ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted,
 			  const ClaimHintFound *found)
 {
-	char	   *name = text_to_cstring(topic);
+	hint_note(text_to_cstring(topic), topic, now, hinted, wanted, found);
+}
+
+/*
+ * After a claim across all topics at now, which took the deferred messages
+ * in found->rows: each topic of theirs has its hint noted as after a claim
+ * of the topic that wanted as many as it took (so that is a full batch:
+ * what came before them in the topic was taken or locked), and each topic
+ * with a hint that the claim read and took none of as after a claim of the
+ * topic that came out short.
+ */
+void
+ClaimHintNoteAcross(TimestampTz now, const ClaimHintFound *found)
+{
+	char	   *read[CLAIM_HINTS];
+	bool		read_hinted[CLAIM_HINTS];
+	int			nread = 0;
+	ListCell   *lc;
+	int			i;
+
+	/*
+	 * The topics read (marked by ClaimHintArgsAcross, for each round of the
+	 * claim), before the notes below reuse their entries
+	 */
+	for (i = 0; i < CLAIM_HINTS; i++)
+	{
+		if (claim_hints[i].topic == NULL || !claim_hints[i].across)
+			continue;
+		read[nread] = pstrdup(claim_hints[i].topic);
+		read_hinted[nread++] = claim_hints[i].across_hinted;
+	}
+
+	foreach(lc, found->rows)
+	{
+		ClaimHintRow *row = lfirst(lc);
+		ClaimHintFound one = {0};
+		bool		hinted = false;
+		ListCell   *lc2;
+
+		if (row->topic == NULL)
+			continue;			/* noted with an earlier row of its topic */
+		for_each_cell(lc2, found->rows, lc)
+		{
+			ClaimHintRow *other = lfirst(lc2);
+
+			if (other->topic == NULL || strcmp(other->topic, row->topic) != 0)
+				continue;
+			ClaimHintSee(&one, (Datum) 0, other->at, &other->id);
+			if (other != row)
+				other->topic = NULL;
+		}
+		for (i = 0; i < nread; i++)
+		{
+			if (read[i] != NULL && strcmp(read[i], row->topic) == 0)
+			{
+				hinted = read_hinted[i];
+				read[i] = NULL;
+			}
+		}
+		hint_note(row->topic, cstring_to_text(row->topic), now, hinted, one.n, &one);
+		row->topic = NULL;
+	}
+	for (i = 0; i < nread; i++)
+	{
+		ClaimHintFound none = {0};
+
+		if (read[i] != NULL)
+			hint_note(read[i], cstring_to_text(read[i]), now, read_hinted[i], 1, &none);
+	}
+}
+
+/* ClaimHintNote of topic, whose name is name (palloc'd, freed here) */
+static void
+hint_note(char *name, text *topic, TimestampTz now, bool hinted, int wanted,
+		  const ClaimHintFound *found)
+{
 	ClaimHint  *h = hint_find(name, false, now);
 	bool		full = found->n >= wanted;
 	bool		keep = full || (h != NULL && h->set);

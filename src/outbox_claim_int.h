@@ -149,26 +149,33 @@ ClaimInt8Array(Datum *elems, int n)
 }
 
 /*
- * The claim across all topics, and its arguments $1 and $7 to $10 into
+ * The claim across all topics, and its arguments $1 and $7 to $12 into
  * args (outbox_store_across.c); NULL when there is no topic to claim
  */
 extern SavedStatement *ClaimAcrossPrepare(TimestampTz now, Datum *args);
 
 /*
- * Where a claim of one topic reads the deferred messages from: the hint
- * that the claims before it left, or the first entry (outbox_claim_hint.c)
+ * Where a claim of one topic, or of each topic of a claim across all
+ * topics, reads the deferred messages from: the hint that the claims
+ * before it left, or the first entry (outbox_claim_hint.c)
  */
 typedef struct ClaimHintFound
 {
+	bool		across;			/* a claim across all topics */
 	int			n;				/* the deferred messages a claim took */
 	TimestampTz at;				/* the last of them */
 	pg_uuid_t	id;
+	List	   *rows;			/* across all topics: each one's topic, at, id */
 } ClaimHintFound;
 
+extern bool ClaimHintsHeld(void);
 extern void ClaimHintNone(Datum *args);
 extern bool ClaimHintArgs(text *topic, TimestampTz now, Datum *args);
-extern void ClaimHintSee(ClaimHintFound *found, TimestampTz at, const pg_uuid_t *id);
+extern void ClaimHintArgsAcross(Datum *names, int n, TimestampTz now, Datum *args);
+extern void ClaimHintSee(ClaimHintFound *found, Datum topic, TimestampTz at,
+						 const pg_uuid_t *id);
 extern void ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted,
 						  const ClaimHintFound *found);
+extern void ClaimHintNoteAcross(TimestampTz now, const ClaimHintFound *found);
 
 #endif							/* OUTBOX_CLAIM_INT_H */

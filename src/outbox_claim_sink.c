@@ -165,7 +165,8 @@ ClaimSinkRows(ClaimSink *sink, int ncols, int *dead, ClaimHintFound *found)
 	}
 	if (found != NULL)
 	{
-		memset(found, 0, sizeof(ClaimHintFound));
+		found->n = 0;
+		found->rows = NIL;
 		att_deferred = SPI_fnumber(desc, "deferred") - 1;
 		att_available = SPI_fnumber(desc, "available_at") - 1;
 	}
@@ -178,7 +179,8 @@ ClaimSinkRows(ClaimSink *sink, int ncols, int *dead, ClaimHintFound *found)
 		heap_deform_tuple(SPI_tuptable->vals[i], desc, vals, isnull);
 		if (att_deferred >= 0 && att_available >= 0 &&
 			!isnull[att_deferred] && DatumGetBool(vals[att_deferred]))
-			ClaimHintSee(found, DatumGetTimestampTz(vals[att_available]),
+			ClaimHintSee(found, vals[attno[COL_TOPIC]],
+						 DatumGetTimestampTz(vals[att_available]),
 						 DatumGetUUIDP(vals[attno[COL_ID]]));
 		if (ncols > COL_DEAD_AT && !isnull[attno[COL_DEAD_AT]])
 		{

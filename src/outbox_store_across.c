@@ -12,6 +12,7 @@
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "outbox_claim_int.h"
@@ -42,6 +43,11 @@
  * topic's floor (the lowest of its position and holes, whose positions
  * this claim does not get), and from a passed key's from when that is
  * lower.
+ *
+ * Each topic's deferred messages are read from where this backend's claims
+ * of it left off (the arrays $11 and $12, see outbox_claim_hint.c), so a
+ * held snapshot does not make every claim pass the row versions of the
+ * deferred messages completed before it.
  */
 #define ACROSS_CANDIDATES "4"
 
@@ -70,10 +76,12 @@
 	" SELECT c.ctid FROM outbox.message c" \
 	" WHERE c.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	"  SELECT x.ctid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($7)," \
-	"   pg_catalog.unnest($8)) WITH ORDINALITY AS t(topic, pos, floor, n)," \
+	"   pg_catalog.unnest($8), pg_catalog.unnest($11), pg_catalog.unnest($12))" \
+	"   WITH ORDINALITY AS t(topic, pos, floor, hint_at, hint_id, n)," \
 	"  LATERAL (" \
 	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o" \
 	STREAM_DEFERRED_DUE("o", "t.topic", ACROSS_KEY_LOWER("o"), "NULL::pg_catalog.int8[]") \
+	"    AND (o.available_at, o.id) OPERATOR(pg_catalog.>=) (t.hint_at, t.hint_id)" \
 	"    ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")" \
 	passed \
 	"   UNION ALL" \
@@ -86,8 +94,8 @@
 	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED" \
 	")) RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id", \
 	SPI_OK_SELECT, \
-	10, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID, \
-		 INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID} }
+	12, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID, \
+		 INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, UUIDARRAYOID} }
 
 /* [1]: when a topic has passed keys (as in outbox_store_claim.c) */
 SAVED_STATEMENTS(stmt_claim_stream_any, 2) = {
@@ -150,6 +158,50 @@ SAVED_STATEMENTS(stmt_due_topics, 2) = {
 	{STREAM_DUE_TOPICS NOT_ROUTED_V15, SPI_OK_SELECT, 2, {TEXTARRAYOID, TIMESTAMPTZOID}}
 };
 
+/* the topics $1, as stmt_due_topics filters them */
+#define GIVEN_TOPICS \
+	"SELECT DISTINCT t.topic FROM pg_catalog.unnest($1::pg_catalog.text[]) t(topic) WHERE true"
+SAVED_STATEMENTS(stmt_given_topics, 2) = {
+	{GIVEN_TOPICS NOT_ROUTED, SPI_OK_SELECT, 1, {TEXTARRAYOID}},
+	{GIVEN_TOPICS NOT_ROUTED_V15, SPI_OK_SELECT, 1, {TEXTARRAYOID}}
+};
+
+/*
+ * The topics this backend's last look for due deferred messages found
+ * (stmt_due_topics), and when it looked.  While the backend follows hints
+ * (outbox_claim_hint.c) its claims across all topics look once a second
+ * and read the topics found then in between: under a held snapshot the
+ * look passed, at each topic, every deferred message completed since the
+ * snapshot was taken (a retried backlog drained at a tenth of its rate
+ * without one).  A topic whose first deferred message falls due meanwhile
+ * waits at most that second, as a message behind a hint does.
+ */
+#define DUE_LOOK_MAX_AGE	USECS_PER_SEC
+static char **due_topics;
+static int	ndue_topics;
+static bool due_kept = false;
+static TimestampTz due_looked;
+
+/* stmt_due_topics' result, kept as this backend's last look at now */
+static void
+obx_keep_due_topics(TimestampTz now)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	int			i;
+
+	for (i = 0; i < ndue_topics; i++)
+		pfree(due_topics[i]);
+	if (due_topics != NULL)
+		pfree(due_topics);
+	due_topics = palloc(sizeof(char *) * Max(SPI_processed, 1));
+	for (i = 0; i < (int) SPI_processed; i++)
+		due_topics[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+	ndue_topics = (int) SPI_processed;
+	due_kept = true;
+	due_looked = now;
+	MemoryContextSwitchTo(old);
+}
+
 static bool obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed);
 static uint64 obx_list_topics(TimestampTz now, bool *walk, uint64 *lost,
 							  Datum **names);
@@ -178,16 +230,27 @@ obx_list_topics(TimestampTz now, bool *walk, uint64 *lost, Datum **names)
 	else
 	{
 		Datum		args[2];
-		Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(known), 1));
+		bool		look = !due_kept || !ClaimHintsHeld() || due_looked > now ||
+			now - due_looked >= DUE_LOOK_MAX_AGE;
+		Datum	   *elems = palloc(sizeof(Datum) *
+								   Max(list_length(known) + (look ? 0 : ndue_topics), 1));
 		ListCell   *lc;
 		int			k = 0;
 
 		foreach(lc, known)
 			elems[k++] = PointerGetDatum(lfirst(lc));
+		for (i = 0; !look && i < (uint64) ndue_topics; i++)
+			elems[k++] = CStringGetTextDatum(due_topics[i]);
 		args[0] = PointerGetDatum(construct_array(elems, k, TEXTOID, -1, false,
 												  TYPALIGN_INT));
 		args[1] = TimestampTzGetDatum(now);
-		n = SpiExecute(&stmt_due_topics[v], args, NULL, false, 0);
+		if (look)
+		{
+			n = SpiExecute(&stmt_due_topics[v], args, NULL, false, 0);
+			obx_keep_due_topics(now);
+		}
+		else
+			n = SpiExecute(&stmt_given_topics[v], args, NULL, false, 0);
 	}
 	*names = palloc(sizeof(Datum) * Max(n, 1));
 	for (i = 0; i < n; i++)
@@ -205,9 +268,10 @@ obx_list_topics(TimestampTz now, bool *walk, uint64 *lost, Datum **names)
 /*
  * The topics to claim and their claim states, moved forward first, as the
  * arguments of stmt_claim_stream_any in args: a text[] of the topics
- * ($1), bigint[]s of their positions ($7) and floors ($8), and the
- * two-dimensional arrays of their passed keys ($9, $10), allocated in the
- * SPI connection; *any_passed says whether a topic has passed keys.
+ * ($1), bigint[]s of their positions ($7) and floors ($8), the
+ * two-dimensional arrays of their passed keys ($9, $10), and where their
+ * deferred messages are read from ($11, $12), allocated in the SPI
+ * connection; *any_passed says whether a topic has passed keys.
  * False when there is no topic to claim.  A walk of every topic marks the
  * claim positions of topics whose default subscription is held, searches
  * all others, and then lets the next claims visit only those with work,
@@ -291,6 +355,7 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 											  -1, false, TYPALIGN_INT));
 	args[6] = ClaimInt8Array(pos, (int) n);
 	args[7] = ClaimInt8Array(flo, (int) n);
+	ClaimHintArgsAcross(names, (int) n, now, args);
 	*any_passed = width > 0;
 	if (width == 0)
 	{
@@ -323,8 +388,8 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 }
 
 /*
- * The claim across all topics, with its arguments $1, $7 to $10 in args
- * (room for 10); NULL when no topic is to be claimed.  Called in an SPI
+ * The claim across all topics, with its arguments $1, $7 to $12 in args
+ * (room for 12); NULL when no topic is to be claimed.  Called in an SPI
  * connection.
  */
 SavedStatement *

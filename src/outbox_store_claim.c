@@ -350,6 +350,7 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	char		nulls[12] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int			leased = 0;
 	bool		hinted = false;
+	ClaimHintFound found = {0};
 
 	args[0] = req->topic ? PointerGetDatum(req->topic) : (Datum) 0;
 	nulls[0] = req->topic ? ' ' : 'n';
@@ -375,6 +376,7 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 			return 0;
 		}
 		nulls[0] = ' ';
+		found.across = true;
 	}
 	else
 	{
@@ -389,14 +391,14 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	{
 		int			dead = 0;
 		int			wanted = req->batch_size - leased;
-		ClaimHintFound found;
 
 		args[2] = Int32GetDatum(wanted);
 		(void) SpiExecute(claim, args, nulls, false, 0);
-		leased += ClaimSinkRows(sink, NUM_CLAIM_COLS, &dead,
-								stream && req->topic ? &found : NULL);
+		leased += ClaimSinkRows(sink, NUM_CLAIM_COLS, &dead, stream ? &found : NULL);
 		if (stream && req->topic)
 			ClaimHintNote(req->topic, req->now, hinted, wanted, &found);
+		else if (stream)
+			ClaimHintNoteAcross(req->now, &found);
 
 		/* stop when the batch is full, or the last round found no dead one */
 		if (dead == 0 || leased >= req->batch_size)

@@ -60,13 +60,12 @@ typedef struct ClaimHint
 	bool		across_hinted;	/* from (at, id) */
 } ClaimHint;
 
-/* a deferred message that a claim across all topics took */
-typedef struct ClaimHintRow
+/* the deferred messages a claim across all topics took of one topic */
+typedef struct ClaimHintTopic
 {
-	char	   *topic;
-	TimestampTz at;
-	pg_uuid_t	id;
-} ClaimHintRow;
+	text	   *topic;
+	ClaimHintFound found;
+} ClaimHintTopic;
 
 static ClaimHint claim_hints[CLAIM_HINTS];
 
@@ -162,18 +161,16 @@ ClaimHintArgsAcross(Datum *names, int n, TimestampTz now, Datum *args)
 	Datum	   *ats = palloc(sizeof(Datum) * Max(n, 1));
 	Datum	   *ids = palloc(sizeof(Datum) * Max(n, 1));
 	pg_uuid_t  *uuids = palloc0(sizeof(pg_uuid_t) * Max(n, 1));
-	bool		any = false;
+	bool		any = ClaimHintsHeld();
 	int			i;
 
 	for (i = 0; i < CLAIM_HINTS; i++)
-	{
 		claim_hints[i].across = false;
-		any |= claim_hints[i].topic != NULL;
-	}
 	for (i = 0; i < n; i++)
 	{
 		ClaimHint  *h = NULL;
 
+		/* a topic whose hint is not set notes nothing after the claim */
 		if (any)
 		{
 			char	   *name = text_to_cstring(DatumGetTextPP(names[i]));
@@ -225,21 +222,37 @@ obx_after(const ClaimHintFound *found, TimestampTz at, const pg_uuid_t *id)
 /*
  * A deferred message a claim took, of topic (a text Datum), at its
  * available_at and id: counted into *found (emptied before the claim),
- * which keeps the last of them, or for a claim across all topics each of
- * them with its topic
+ * which keeps the last of them; for a claim across all topics, into the
+ * ClaimHintTopic of its topic in found->topics
  */
 void
 ClaimHintSee(ClaimHintFound *found, Datum topic, TimestampTz at, const pg_uuid_t *id)
 {
 	if (found->across)
 	{
-		ClaimHintRow *row = palloc(sizeof(ClaimHintRow));
+		text	   *name = DatumGetTextPP(topic);
+		ClaimHintTopic *each = NULL;
+		ListCell   *lc;
 
-		row->topic = TextDatumGetCString(topic);
-		row->at = at;
-		row->id = *id;
-		found->rows = lappend(found->rows, row);
+		foreach(lc, found->topics)
+		{
+			text	   *other = ((ClaimHintTopic *) lfirst(lc))->topic;
+
+			if (VARSIZE_ANY_EXHDR(other) == VARSIZE_ANY_EXHDR(name) &&
+				memcmp(VARDATA_ANY(other), VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)) == 0)
+			{
+				each = lfirst(lc);
+				break;
+			}
+		}
+		if (each == NULL)
+		{
+			each = palloc0(sizeof(ClaimHintTopic));
+			each->topic = DatumGetTextPCopy(topic);
+			found->topics = lappend(found->topics, each);
+		}
 		found->n++;
+		ClaimHintSee(&each->found, topic, at, id);
 		return;
 	}
 	if (found->n++ == 0 || obx_after(found, at, id))
@@ -268,7 +281,7 @@ ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted,
 
 /*
  * After a claim across all topics at now, which took the deferred messages
- * in found->rows: each topic of theirs has its hint noted as after a claim
+ * in found->topics: each topic of theirs has its hint noted as after a claim
  * of the topic that wanted as many as it took (so that is a full batch:
  * what came before them in the topic was taken or locked), and each topic
  * with a hint that the claim read and took none of as after a claim of the
@@ -295,35 +308,21 @@ ClaimHintNoteAcross(TimestampTz now, const ClaimHintFound *found)
 		read_hinted[nread++] = claim_hints[i].across_hinted;
 	}
 
-	foreach(lc, found->rows)
+	foreach(lc, found->topics)
 	{
-		ClaimHintRow *row = lfirst(lc);
-		ClaimHintFound one = {0};
+		ClaimHintTopic *each = lfirst(lc);
+		char	   *name = text_to_cstring(each->topic);
 		bool		hinted = false;
-		ListCell   *lc2;
 
-		if (row->topic == NULL)
-			continue;			/* noted with an earlier row of its topic */
-		for_each_cell(lc2, found->rows, lc)
-		{
-			ClaimHintRow *other = lfirst(lc2);
-
-			if (other->topic == NULL || strcmp(other->topic, row->topic) != 0)
-				continue;
-			ClaimHintSee(&one, (Datum) 0, other->at, &other->id);
-			if (other != row)
-				other->topic = NULL;
-		}
 		for (i = 0; i < nread; i++)
 		{
-			if (read[i] != NULL && strcmp(read[i], row->topic) == 0)
+			if (read[i] != NULL && strcmp(read[i], name) == 0)
 			{
 				hinted = read_hinted[i];
 				read[i] = NULL;
 			}
 		}
-		hint_note(row->topic, cstring_to_text(row->topic), now, hinted, one.n, &one);
-		row->topic = NULL;
+		hint_note(name, each->topic, now, hinted, each->found.n, &each->found);
 	}
 	for (i = 0; i < nread; i++)
 	{

@@ -165,7 +165,7 @@ typedef struct ClaimHintFound
 	int			n;				/* the deferred messages a claim took */
 	TimestampTz at;				/* the last of them */
 	pg_uuid_t	id;
-	List	   *rows;			/* across all topics: each one's topic, at, id */
+	List	   *topics;			/* across all topics: the same for each topic */
 } ClaimHintFound;
 
 extern bool ClaimHintsHeld(void);

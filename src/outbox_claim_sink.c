@@ -166,7 +166,7 @@ ClaimSinkRows(ClaimSink *sink, int ncols, int *dead, ClaimHintFound *found)
 	if (found != NULL)
 	{
 		found->n = 0;
-		found->rows = NIL;
+		found->topics = NIL;
 		att_deferred = SPI_fnumber(desc, "deferred") - 1;
 		att_available = SPI_fnumber(desc, "available_at") - 1;
 	}

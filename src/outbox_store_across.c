@@ -177,7 +177,7 @@ SAVED_STATEMENTS(stmt_given_topics, 2) = {
  * waits at most that second, as a message behind a hint does.
  */
 #define DUE_LOOK_MAX_AGE	USECS_PER_SEC
-static char **due_topics;
+static text **due_topics;
 static int	ndue_topics;
 static bool due_kept = false;
 static TimestampTz due_looked;
@@ -193,9 +193,14 @@ obx_keep_due_topics(TimestampTz now)
 		pfree(due_topics[i]);
 	if (due_topics != NULL)
 		pfree(due_topics);
-	due_topics = palloc(sizeof(char *) * Max(SPI_processed, 1));
+	due_topics = palloc(sizeof(text *) * Max(SPI_processed, 1));
 	for (i = 0; i < (int) SPI_processed; i++)
-		due_topics[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+	{
+		bool		isnull;
+
+		due_topics[i] = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
+														SPI_tuptable->tupdesc, 1, &isnull));
+	}
 	ndue_topics = (int) SPI_processed;
 	due_kept = true;
 	due_looked = now;
@@ -240,7 +245,7 @@ obx_list_topics(TimestampTz now, bool *walk, uint64 *lost, Datum **names)
 		foreach(lc, known)
 			elems[k++] = PointerGetDatum(lfirst(lc));
 		for (i = 0; !look && i < (uint64) ndue_topics; i++)
-			elems[k++] = CStringGetTextDatum(due_topics[i]);
+			elems[k++] = PointerGetDatum(due_topics[i]);
 		args[0] = PointerGetDatum(construct_array(elems, k, TEXTOID, -1, false,
 												  TYPALIGN_INT));
 		args[1] = TimestampTzGetDatum(now);

@@ -23,16 +23,22 @@
 #include "outbox_subs.h"
 
 /*
- * A claim across all topics: the topics and their claim positions come as
- * the arrays $1, $7 and $8 (from obx_stream_topics).  It takes the first
- * ACROSS_CANDIDATES batches of each topic's deferred and fresh due
- * messages, keeps as many of the oldest of them all, and locks the first
- * of those that no other claim holds.  The candidates are read without
- * locks (locking them per topic would lock a batch in every topic), so
- * claims across all topics at once share them: up to ACROSS_CANDIDATES
- * such claims each get a full batch, and one more may come out short (with
- * two batches of candidates, 4 workers drained a topic in claims of 31 on
- * average); claims of one topic each scale without that limit.
+ * A claim across all topics runs in rounds of two statements.  The first
+ * reads candidates without locks: the topics and their claim positions
+ * come as the arrays $1, $7 and $8 (from obx_stream_topics), and it takes
+ * the first $3 of each topic's deferred and fresh due messages and keeps
+ * the $3 oldest of them all.  The second locks the first of those that no
+ * other claim holds (SKIP LOCKED) and leases them.  Locking per topic would
+ * lock a batch in every topic, so concurrent claims across all topics
+ * share the candidates: a round that finds them all held by claims in
+ * flight, or taken by claims that committed after it read them, leases
+ * few or none while more due messages lie beyond.  So a round that comes
+ * out short with as many candidates as it asked for is followed by one
+ * that reads ACROSS_WIDEN times as many, with a new snapshot, up to
+ * ACROSS_CANDIDATES_MAX (see ClaimAcrossReach): four workers claiming 50
+ * across four topics came back empty while thousands were due, and a
+ * pull loop that sleeps on an empty claim stalled with a backlog.  Claims
+ * of one topic lock as they read and need no second round.
  *
  * The passed keys of the topics (see outbox_store_position.c) come as the
  * two-dimensional arrays $9 (keys) and $10 (their froms), a row per topic
@@ -49,7 +55,9 @@
  * held snapshot does not make every claim pass the row versions of the
  * deferred messages completed before it.
  */
-#define ACROSS_CANDIDATES "4"
+#define ACROSS_CANDIDATES		4	/* batches read by the first round */
+#define ACROSS_WIDEN			4	/* each round after reads so many times more */
+#define ACROSS_CANDIDATES_MAX	4096
 
 /* the passed keys of topic t, and their froms */
 #define ACROSS_PASSED \
@@ -71,10 +79,8 @@
 	"    AND (h.leased_until IS NULL OR h.leased_until OPERATOR(pg_catalog.<=) $2)" \
 	KEY_HEAD_AT("h", "t.topic", "LEAST(e.lower, t.floor)", "NULL::pg_catalog.int8[]") ")"
 
-#define CLAIM_ACROSS(passed) { \
-	"WITH " CLAIM_UPDATE_BY("ctid") \
-	" SELECT c.ctid FROM outbox.message c" \
-	" WHERE c.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+#define ACROSS_CANDIDATES_OF(passed) { \
+	"SELECT ARRAY(" \
 	"  SELECT x.ctid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($7)," \
 	"   pg_catalog.unnest($8), pg_catalog.unnest($11), pg_catalog.unnest($12))" \
 	"   WITH ORDINALITY AS t(topic, pos, floor, hint_at, hint_id, n)," \
@@ -82,24 +88,35 @@
 	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o" \
 	STREAM_DEFERRED_DUE("o", "t.topic", ACROSS_KEY_LOWER("o"), "NULL::pg_catalog.int8[]") \
 	"    AND (o.available_at, o.id) OPERATOR(pg_catalog.>=) (t.hint_at, t.hint_id)" \
-	"    ORDER BY o.available_at, o.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")" \
+	"    ORDER BY o.available_at, o.id LIMIT $3)" \
 	passed \
 	"   UNION ALL" \
 	"   (SELECT o.ctid, o.available_at, o.id FROM outbox.message o" \
 	STREAM_FRESH_DUE("o", "t.topic", "t.pos", "t.floor", "NULL::pg_catalog.int8[]") \
 	"    AND (o.ordering_key IS NULL OR o.ordering_key OPERATOR(pg_catalog.<>) ALL ($9[t.n:t.n]))" \
-	"    ORDER BY o.seq LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES ")) x" \
-	"  ORDER BY x.available_at, x.id LIMIT $3 OPERATOR(pg_catalog.*) " ACROSS_CANDIDATES "))" \
-	" AND " CLAIM_DUE("c") \
-	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED" \
-	")) RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id", \
+	"    ORDER BY o.seq LIMIT $3)) x" \
+	"  ORDER BY x.available_at, x.id LIMIT $3)", \
 	SPI_OK_SELECT, \
 	12, {TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID, \
 		 INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, UUIDARRAYOID} }
 
 /* [1]: when a topic has passed keys (as in outbox_store_claim.c) */
-SAVED_STATEMENTS(stmt_claim_stream_any, 2) = {
-	CLAIM_ACROSS(""), CLAIM_ACROSS(ACROSS_PASSED_PART)
+SAVED_STATEMENTS(stmt_across_candidates, 2) = {
+	ACROSS_CANDIDATES_OF(""), ACROSS_CANDIDATES_OF(ACROSS_PASSED_PART)
+};
+
+/*
+ * $1 the candidates (tid[]): the first $3 due ones that no other claim
+ * holds, leased with $2 and $4 to $6 as a claim of one topic does
+ */
+SAVED_STATEMENT(stmt_claim_across) = {
+	"WITH " CLAIM_UPDATE_BY("ctid")
+	" SELECT c.ctid FROM outbox.message c"
+	" WHERE c.ctid OPERATOR(pg_catalog.=) ANY ($1) AND " CLAIM_DUE("c")
+	" ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED"
+	")) RETURNING m.*) SELECT * FROM claimed ORDER BY available_at, id",
+	SPI_OK_SELECT,
+	6, {TIDARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID}
 };
 
 /*
@@ -394,7 +411,8 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 
 /*
  * The claim across all topics, with its arguments $1, $7 to $12 in args
- * (room for 12); NULL when no topic is to be claimed.  Called in an SPI
+ * (room for 12): the statement that reads its candidates, for
+ * ClaimAcrossRound; NULL when no topic is to be claimed.  Called in an SPI
  * connection.
  */
 SavedStatement *
@@ -404,5 +422,57 @@ ClaimAcrossPrepare(TimestampTz now, Datum *args)
 
 	if (!obx_stream_topics(now, args, &passed))
 		return NULL;
-	return &stmt_claim_stream_any[passed ? 1 : 0];
+	return &stmt_across_candidates[passed ? 1 : 0];
+}
+
+/*
+ * How many candidates round (from 0) of a claim across all topics that
+ * wants so many messages reads; 0 when there is no such round.
+ */
+int
+ClaimAcrossReach(int wanted, int round)
+{
+	int64		reach = (int64) wanted * ACROSS_CANDIDATES;
+
+	for (; round > 0; round--)
+	{
+		if (reach >= ACROSS_CANDIDATES_MAX)
+			return 0;
+		reach = Min(reach * ACROSS_WIDEN, ACROSS_CANDIDATES_MAX);
+	}
+	return (int) reach;
+}
+
+/*
+ * One round of a claim across all topics: up to reach candidates read by
+ * candidates (from ClaimAcrossPrepare, its arguments in args, with $2 and
+ * $4 to $6 of the claim), and up to wanted of them leased, into
+ * SPI_tuptable.  Returns the number of candidates read; none leaves no
+ * claim's result.  Called in an SPI connection.
+ */
+int
+ClaimAcrossRound(SavedStatement *candidates, Datum *args, int wanted, int reach)
+{
+	Datum		claim[6];
+	ArrayType  *tids;
+	bool		isnull;
+	int			n;
+
+	args[2] = Int32GetDatum(reach);
+	(void) SpiExecute(candidates, args, NULL, false, 0);
+	tids = DatumGetArrayTypePCopy(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	n = ArrayGetNItems(ARR_NDIM(tids), ARR_DIMS(tids));
+	if (n == 0)
+		return 0;
+
+	claim[0] = PointerGetDatum(tids);
+	claim[1] = args[1];
+	claim[2] = Int32GetDatum(wanted);
+	claim[3] = args[3];
+	claim[4] = args[4];
+	claim[5] = args[5];
+	(void) SpiExecute(&stmt_claim_across, claim, NULL, false, 0);
+	return n;
 }

@@ -339,7 +339,9 @@ obx_position(text *topic, TimestampTz now, Datum *args)
  * Lease up to req->batch_size due messages, oldest first, handing each to
  * sink.  Candidates that turn out dead do not count against the batch: the
  * claim goes on with the remainder until it has a full batch or nothing is
- * due.  Returns the number of leased messages.
+ * due.  A claim across all topics also goes on, reading further, when its
+ * candidates were held by other claims (see outbox_store_across.c).
+ * Returns the number of leased messages.
  */
 static int
 obx_claim(const ClaimRequest *req, ClaimSink *sink)
@@ -349,6 +351,7 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	Datum		args[12];
 	char		nulls[12] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int			leased = 0;
+	int			round = 0;
 	bool		hinted = false;
 	ClaimHintFound found = {0};
 
@@ -391,18 +394,41 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 	{
 		int			dead = 0;
 		int			wanted = req->batch_size - leased;
+		int			reach = 0;
+		int			candidates = 0;
 
 		args[2] = Int32GetDatum(wanted);
-		(void) SpiExecute(claim, args, nulls, false, 0);
-		leased += ClaimSinkRows(sink, NUM_CLAIM_COLS, &dead, stream ? &found : NULL);
+		if (found.across)
+		{
+			reach = ClaimAcrossReach(wanted, round);
+			candidates = ClaimAcrossRound(claim, args, wanted, reach);
+		}
+		else
+			(void) SpiExecute(claim, args, nulls, false, 0);
+		if (!found.across || candidates > 0)
+			leased += ClaimSinkRows(sink, NUM_CLAIM_COLS, &dead, stream ? &found : NULL);
 		if (stream && req->topic)
 			ClaimHintNote(req->topic, req->now, hinted, wanted, &found);
 		else if (stream)
 			ClaimHintNoteAcross(req->now, &found);
 
-		/* stop when the batch is full, or the last round found no dead one */
-		if (dead == 0 || leased >= req->batch_size)
+		/* stop when the batch is full */
+		if (leased >= req->batch_size)
 			break;
+		/* the dead ones do not count: again, for the remainder */
+		if (dead > 0)
+			continue;
+
+		/*
+		 * Across all topics, candidates held or taken by other claims: read
+		 * further, unless the round read every due message there was
+		 */
+		if (found.across && candidates == reach && ClaimAcrossReach(wanted, round + 1) > 0)
+		{
+			round++;
+			continue;
+		}
+		break;
 	}
 	SpiFinish();
 	return leased;

@@ -117,6 +117,25 @@ ClaimHintsHeld(void)
 	return false;
 }
 
+/*
+ * The topics that this backend's claims follow a hint of, as a text[]
+ * allocated in the current memory context: a claim of each reads its
+ * deferred messages from the hint, or from the first entry once the hint
+ * is a second old (which finds every one due)
+ */
+Datum
+ClaimHintTopics(void)
+{
+	Datum		elems[CLAIM_HINTS];
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < CLAIM_HINTS; i++)
+		if (claim_hints[i].topic != NULL && claim_hints[i].set)
+			elems[n++] = CStringGetTextDatum(claim_hints[i].topic);
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
 /* A claim's arguments args[10] and args[11] that read from the first entry */
 void
 ClaimHintNone(Datum *args)

@@ -136,21 +136,36 @@ SAVED_STATEMENT(stmt_claim_across) = {
 	" SELECT t.topic FROM topics t WHERE t.topic IS NOT NULL"
 
 /*
- * The topics whose claim positions may have work ($1) and those whose
- * first deferred message (the first entry of message_deferred_idx) is due
- * by $2, skipping through that index: one entry per topic with deferred
- * messages.
+ * The topics whose claim positions may have work ($1), those whose first
+ * deferred message (the first entry of message_deferred_idx) is due by
+ * $2, and the topics $3 that this backend's claims follow a hint of
+ * (outbox_claim_hint.c; a claim reads each of them from its hint, or from
+ * its first entry once a second), skipping through that index: one entry
+ * per other topic with deferred messages.  The topics $3 are not looked
+ * at but stepped over, between two bounded searches: under a held
+ * snapshot the first entry of a topic lies behind every deferred message
+ * completed since the snapshot was taken, and a claim across all topics
+ * passed them all at each look (a retried backlog drained at half the rate
+ * of the claim of its topic).
  */
+#define STREAM_DUE_NEXT(bound) \
+	"(SELECT s.topic, s.available_at FROM outbox.message s" \
+	" WHERE s.deferred AND s.dead_at IS NULL AND s.topic OPERATOR(pg_catalog.>) d.topic" \
+	bound " ORDER BY s.topic, s.available_at, s.id LIMIT 1)"
 #define STREAM_DUE_TOPICS \
-	"WITH RECURSIVE d(topic, at) AS (" \
-	" (SELECT s.topic, s.available_at FROM outbox.message s" \
-	"  WHERE s.deferred AND s.dead_at IS NULL ORDER BY s.topic, s.available_at, s.id LIMIT 1)" \
+	"WITH RECURSIVE d(topic, at, hinted) AS (" \
+	" SELECT ''::pg_catalog.text, NULL::pg_catalog.timestamptz, true" \
 	" UNION ALL" \
-	" SELECT n.topic, n.available_at FROM d CROSS JOIN LATERAL (" \
-	"  SELECT s.topic, s.available_at FROM outbox.message s" \
-	"  WHERE s.deferred AND s.dead_at IS NULL AND s.topic OPERATOR(pg_catalog.>) d.topic" \
-	"  ORDER BY s.topic, s.available_at, s.id LIMIT 1) n)" \
-	" SELECT t.topic FROM (SELECT d.topic FROM d WHERE d.at OPERATOR(pg_catalog.<=) $2" \
+	" SELECT n.topic, n.at, n.hinted FROM d CROSS JOIN LATERAL (" \
+	"  SELECT pg_catalog.min(h.topic) AS topic FROM pg_catalog.unnest($3::pg_catalog.text[]) h(topic)" \
+	"  WHERE h.topic OPERATOR(pg_catalog.>) d.topic) nh CROSS JOIN LATERAL (" \
+	"  SELECT e.topic, e.available_at AS at, false AS hinted FROM (" \
+	STREAM_DUE_NEXT(" AND nh.topic IS NULL") " UNION ALL " \
+	STREAM_DUE_NEXT(" AND s.topic OPERATOR(pg_catalog.<) nh.topic") ") e" \
+	"  UNION ALL SELECT nh.topic, NULL, true WHERE nh.topic IS NOT NULL" \
+	"  ORDER BY 3 LIMIT 1) n)" \
+	" SELECT t.topic FROM (SELECT d.topic FROM d WHERE d.topic OPERATOR(pg_catalog.<>) ''" \
+	"  AND (d.hinted OR d.at OPERATOR(pg_catalog.<=) $2)" \
 	"  UNION SELECT u.topic FROM pg_catalog.unnest($1::pg_catalog.text[]) u(topic)) t" \
 	" WHERE true"
 
@@ -171,8 +186,8 @@ SAVED_STATEMENTS(stmt_stream_topics, 2) = {
 	{STREAM_TOPICS NOT_ROUTED_V15, SPI_OK_SELECT, 0, {InvalidOid}}
 };
 SAVED_STATEMENTS(stmt_due_topics, 2) = {
-	{STREAM_DUE_TOPICS NOT_ROUTED, SPI_OK_SELECT, 2, {TEXTARRAYOID, TIMESTAMPTZOID}},
-	{STREAM_DUE_TOPICS NOT_ROUTED_V15, SPI_OK_SELECT, 2, {TEXTARRAYOID, TIMESTAMPTZOID}}
+	{STREAM_DUE_TOPICS NOT_ROUTED, SPI_OK_SELECT, 3, {TEXTARRAYOID, TIMESTAMPTZOID, TEXTARRAYOID}},
+	{STREAM_DUE_TOPICS NOT_ROUTED_V15, SPI_OK_SELECT, 3, {TEXTARRAYOID, TIMESTAMPTZOID, TEXTARRAYOID}}
 };
 
 /* the topics $1, as stmt_due_topics filters them */
@@ -251,7 +266,7 @@ obx_list_topics(TimestampTz now, bool *walk, uint64 *lost, Datum **names)
 	}
 	else
 	{
-		Datum		args[2];
+		Datum		args[3];
 		bool		look = !due_kept || !ClaimHintsHeld() || due_looked > now ||
 			now - due_looked >= DUE_LOOK_MAX_AGE;
 		Datum	   *elems = palloc(sizeof(Datum) *
@@ -268,6 +283,7 @@ obx_list_topics(TimestampTz now, bool *walk, uint64 *lost, Datum **names)
 		args[1] = TimestampTzGetDatum(now);
 		if (look)
 		{
+			args[2] = ClaimHintTopics();
 			n = SpiExecute(&stmt_due_topics[v], args, NULL, false, 0);
 			obx_keep_due_topics(now);
 		}

@@ -206,18 +206,21 @@ is($node->safe_psql('app', q{
 	$total, 'across all topics: every message of topic x is delivered');
 
 # A scheduled message of a new topic falls due: the claims across all topics
-# find it within the second they read the topics found before.
+# find it within the second they read the topics found before.  The look
+# for due topics steps over topic x, whose hint the backend follows, so
+# one topic sorts before it and one after.
 $node->safe_psql('app', q{
-	SELECT outbox.append('y', 'evt.y.v1', '{}', available_at => now() + interval '1 hour');
-	UPDATE outbox.message SET available_at = now() - interval '1 second' WHERE topic = 'y';
+	SELECT outbox.append(t, 'evt.y.v1', '{}', available_at => now() + interval '1 hour')
+	  FROM unnest(ARRAY['w', 'y']) t;
+	UPDATE outbox.message SET available_at = now() - interval '1 second' WHERE topic IN ('w', 'y');
 });
 $deadline = time() + 10;
-my $found = '0';
-while (time() < $deadline && $found eq '0')
+my $found = 0;
+while (time() < $deadline && $found < 2)
 {
-	$found = claim_all($a);
+	$found += claim_all($a);
 }
-is($found, '1', 'across all topics: a scheduled message of a new topic is handed out once due');
+is($found, 2, 'across all topics: a scheduled message of each new topic is handed out once due');
 
 # A key with a run of scheduled messages before a backlog of others: a
 # claim takes its head and passes the rest, which wait for it.  The topic

@@ -25,7 +25,15 @@
  * most that long.  A topic with keyed deferred messages pending gets no
  * hint (see stmt_keyed_deferred).  The hints live in the backend's memory,
  * for a few topics; the one read from its first entry longest ago makes
- * room.
+ * room.  Each change of one is published beside the topic's claim position
+ * in shared memory (when preloaded), and a claim whose own hint is missing
+ * or a second old takes the published one when it comes from a later read
+ * from the first entry: a new connection per claim, or each of several
+ * connections claiming the topic, then follows the hint of the others,
+ * and under a held snapshot the topic is read from its first entry about
+ * once a second, not once a second by each connection or at every claim
+ * of a new one.  The claim across all topics only follows its backend's
+ * own hints (a look-up per topic would cost each claim one per topic).
  *
  * The claim across all topics reads each topic from the same hints and
  * notes them after it as a claim of each topic would; the topics it took
@@ -43,6 +51,7 @@
 #include "utils/uuid.h"
 
 #include "outbox_claim_int.h"
+#include "outbox_stream.h"
 
 /* how long the claims follow a hint after one read from the first entry */
 #define CLAIM_HINT_MAX_AGE	USECS_PER_SEC
@@ -69,6 +78,8 @@ typedef struct ClaimHintTopic
 
 static ClaimHint claim_hints[CLAIM_HINTS];
 
+static ClaimHint *hint_adopt(const char *name, text *topic, ClaimHint *h,
+							 TimestampTz now);
 static void hint_note(char *name, text *topic, TimestampTz now, bool hinted,
 					  int wanted, const ClaimHintFound *found);
 
@@ -103,6 +114,44 @@ static bool
 hint_usable(const ClaimHint *h, TimestampTz now)
 {
 	return h != NULL && h->set && h->walked <= now && now - h->walked < CLAIM_HINT_MAX_AGE;
+}
+
+/*
+ * The hint of topic (whose name is name) that another backend published,
+ * taken as this backend's when its own, h (or NULL), is not usable at now
+ * and comes from an earlier read from the first entry: a new connection,
+ * or one of several claiming the topic, follows the hint of the others
+ * instead of reading from the first entry again.  Returns the hint to use.
+ */
+static ClaimHint *
+hint_adopt(const char *name, text *topic, ClaimHint *h, TimestampTz now)
+{
+	StreamHint	shared;
+
+	if (!StreamHintGet(topic, &shared) || !shared.set ||
+		shared.walked > now || now - shared.walked >= CLAIM_HINT_MAX_AGE ||
+		(h != NULL && h->walked >= shared.walked))
+		return h;
+	if (h == NULL)
+		h = hint_find(name, true, now);
+	h->set = true;
+	h->at = shared.at;
+	memcpy(&h->id, shared.id, sizeof(pg_uuid_t));
+	h->walked = shared.walked;
+	return h;
+}
+
+/* Publish this backend's hint h of topic, for the others to adopt */
+static void
+hint_publish(text *topic, const ClaimHint *h)
+{
+	StreamHint	shared;
+
+	shared.set = h->set;
+	shared.at = h->at;
+	memcpy(shared.id, &h->id, sizeof(pg_uuid_t));
+	shared.walked = h->walked;
+	StreamHintPut(topic, &shared);
 }
 
 /* Whether this backend follows a hint of some topic */
@@ -155,6 +204,8 @@ ClaimHintArgs(text *topic, TimestampTz now, Datum *args)
 	char	   *name = text_to_cstring(topic);
 	ClaimHint  *h = hint_find(name, false, now);
 
+	if (!hint_usable(h, now))
+		h = hint_adopt(name, topic, h, now);
 	pfree(name);
 	if (!hint_usable(h, now))
 	{
@@ -358,6 +409,7 @@ hint_note(char *name, text *topic, TimestampTz now, bool hinted, int wanted,
 		  const ClaimHintFound *found)
 {
 	ClaimHint  *h = hint_find(name, false, now);
+	ClaimHint	before;
 	bool		full = found->n >= wanted;
 	bool		keep = full || (h != NULL && h->set);
 
@@ -369,14 +421,18 @@ hint_note(char *name, text *topic, TimestampTz now, bool hinted, int wanted,
 	}
 	if (!keep)
 	{
-		if (h != NULL)
+		if (h != NULL && h->set)
+		{
 			h->set = false;
+			hint_publish(topic, h);
+		}
 		pfree(name);
 		return;
 	}
 	if (h == NULL)
 		h = hint_find(name, true, now);
 	pfree(name);
+	before = *h;
 	if (full || !h->set || (found->n > 0 && !obx_after(found, h->at, &h->id)))
 	{
 		h->at = found->at;
@@ -385,4 +441,7 @@ hint_note(char *name, text *topic, TimestampTz now, bool hinted, int wanted,
 	h->set = true;
 	if (!hinted)
 		h->walked = now;
+	if (!before.set || before.at != h->at || before.walked != h->walked ||
+		memcmp(&before.id, &h->id, sizeof(pg_uuid_t)) != 0)
+		hint_publish(topic, h);
 }

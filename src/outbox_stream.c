@@ -420,6 +420,7 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 			return;
 		}
 		memset(&p->state, 0, sizeof(StreamClaimState));
+		memset(&p->hint, 0, sizeof(StreamHint));
 		p->state.moved = now;
 		pg_atomic_init_u64(&p->notes, 0);
 	}
@@ -454,6 +455,50 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 		if (p->state.version == 0)
 			p->state.version = 1;
 	}
+	LWLockRelease(stream_shared->position_lock);
+}
+
+/*
+ * The hint of topic's claims that a backend published last into *hint;
+ * false when none is kept (the topic has no position).
+ */
+bool
+StreamHintGet(text *topic, StreamHint *hint)
+{
+	StreamKey	key;
+	StreamPosition *p;
+	bool		found = false;
+
+	if (!StreamAvailable() || !StreamKeyOf(&key, topic))
+		return false;
+	LWLockAcquire(stream_shared->position_lock, LW_SHARED);
+	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
+	if (p && p->hint.walked != 0)
+	{
+		*hint = p->hint;
+		found = true;
+	}
+	LWLockRelease(stream_shared->position_lock);
+	return found;
+}
+
+/*
+ * Publish a backend's hint of topic's claims, unless the one kept comes
+ * from a later read from the first entry; only where the topic has a
+ * position.
+ */
+void
+StreamHintPut(text *topic, const StreamHint *hint)
+{
+	StreamKey	key;
+	StreamPosition *p;
+
+	if (!StreamAvailable() || !StreamKeyOf(&key, topic))
+		return;
+	LWLockAcquire(stream_shared->position_lock, LW_EXCLUSIVE);
+	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
+	if (p && hint->walked >= p->hint.walked)
+		p->hint = *hint;
 	LWLockRelease(stream_shared->position_lock);
 }
 

@@ -103,6 +103,21 @@ extern void StreamPositionGet(text *topic, StreamClaimState *state);
 extern void StreamPositionSet(text *topic, const StreamClaimState *state);
 
 /*
+ * Where the claims of a topic read its deferred messages from, shared by
+ * the backends beside the topic's position (outbox_claim_hint.c)
+ */
+typedef struct StreamHint
+{
+	bool		set;			/* the claims read from (at, id) */
+	TimestampTz at;
+	uint8		id[16];			/* a pg_uuid_t */
+	TimestampTz walked;			/* when a claim last read from the first entry */
+} StreamHint;
+
+extern bool StreamHintGet(text *topic, StreamHint *hint);
+extern void StreamHintPut(text *topic, const StreamHint *hint);
+
+/*
  * The topics a claim across all topics visits (outbox_stream_across.c):
  * the appends of this transaction noted at its commit, and the topics
  * whose claim state says they may have fresh messages to claim.

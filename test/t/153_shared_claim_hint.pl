@@ -1,0 +1,118 @@
+# A backlog of retried messages drained under a held snapshot by a new
+# connection per claim (a consumer that connects for each batch, or a pool
+# whose server connections each take turns): each claim follows the hint
+# the claims before it published beside the topic's claim position, so it
+# does not read the topic's deferred messages from the first entry, past
+# every one completed before it (src/outbox_claim_hint.c).  Counted in
+# index entries read; the hint must still cost no message: a lease that
+# runs out before the hint is handed out by a later connection within the
+# second the hints are followed.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use OutboxTest;
+
+my $node = worker_node('sharedhint', '', "autovacuum = off\n");
+$node->safe_psql('postgres', 'CREATE DATABASE app');
+$node->safe_psql('app', 'CREATE EXTENSION krizaka_outbox');
+
+my $total = 4000;
+
+# the backlog: appended, each claimed and failed once, the backoff moved
+# an hour back instead of waited for
+$node->safe_psql('app', qq{
+	SELECT outbox.append_batch('r', 'evt.r.v1',
+		(SELECT array_agg(pg_catalog.jsonb_build_object('n', g) ORDER BY g)
+		   FROM generate_series(1, $total) g));
+	DO \$\$BEGIN
+		FOR i IN 1 .. 8 LOOP
+			PERFORM outbox.fail(c.id, 'setup', 'target unavailable')
+			   FROM outbox.claim('setup', 'r', 500, 600) c;
+		END LOOP;
+	END\$\$;
+	UPDATE outbox.message SET available_at = available_at - interval '1 hour';
+	VACUUM ANALYZE outbox.message;
+});
+is($node->safe_psql('app', q{
+	SELECT count(*) FILTER (WHERE deferred AND attempts = 1 AND available_at <= now())
+	  FROM outbox.message}), $total, "$total retried messages are due");
+
+# the snapshot held through the drain
+my $held = $node->background_psql('app');
+$held->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$held->query_safe('SELECT count(*) FROM outbox.message');
+
+# one claim of 50 on a connection of its own, each message completed;
+# returns the number claimed
+my $claim_sql = q{
+	SELECT count(*) FROM (SELECT c.id, outbox.complete(c.id, 'a')
+	                        FROM outbox.claim('a', 'r', 50, 60) c) c;
+	SELECT pg_stat_force_next_flush();
+};
+sub claim
+{
+	my ($out) = split /\n/, $node->safe_psql('app', $claim_sql);
+	return $out;
+}
+
+sub reads
+{
+	return $node->safe_psql('app', q{
+		SELECT sum(idx_tup_read) FROM pg_stat_user_indexes
+		 WHERE relid = 'outbox.message'::regclass});
+}
+
+# the first half, 40 claims of 50, each on a new connection
+my $before = reads();
+my $claimed = 0;
+$claimed += claim() for 1 .. $total / 100;
+my $read = reads() - $before;
+is($claimed, $total / 2, 'the first half is claimed in claims of 50, each by a new connection');
+# From the first entry each claim would pass every message completed before
+# it: about 50 * (0 + 50 + ... + 1,950), 39,000 entries, 40 claims of 50 on
+# top; each follows the others' hint and reads a batch and little more, and
+# at most one of them a second reads from the first entry.
+cmp_ok($read, '<', 20000,
+	"the 40 new connections read a bounded number of index entries ($read)");
+
+# a lease that runs out before the hint: taken by one connection and left,
+# then handed out again by a later one within the second
+my $left = $node->safe_psql('app', q{
+	SELECT string_agg(id::text, ',') FROM outbox.claim('gone', 'r', 5, 10)});
+my @left = split /,/, $left;
+is(scalar(@left), 5, 'a consumer took 5 messages and went away');
+$claimed += claim() for 1 .. 4;
+# its leases run out (moved back instead of waited for)
+$node->safe_psql('app', qq{
+	UPDATE outbox.message SET leased_until = now() - interval '1 second'
+	 WHERE id = ANY (string_to_array('$left', ',')::uuid[])});
+my $deadline = time() + 30;
+my $again = 0;
+while (time() < $deadline)
+{
+	$again = $node->safe_psql('app', qq{
+		SELECT count(*) FROM outbox.message
+		 WHERE id = ANY (string_to_array('$left', ',')::uuid[]) AND delivered_at IS NOT NULL});
+	last if $again == 5;
+	claim();
+}
+is($again, '5', 'the 5 messages whose lease ran out were handed out again and completed');
+
+# the rest, every message delivered once
+$deadline = time() + 60;
+while (time() < $deadline)
+{
+	last if claim() == 0
+	  && $node->safe_psql('app', q{
+		SELECT count(*) FROM outbox.message WHERE delivered_at IS NULL}) eq '0';
+}
+is($node->safe_psql('app', q{
+	SELECT count(*) FILTER (WHERE delivered_at IS NOT NULL), count(*) FILTER (WHERE dead_at IS NOT NULL)
+	  FROM outbox.message}), "$total|0", 'every message was delivered, none dead');
+$held->quit;
+
+done_testing();

@@ -360,22 +360,37 @@ StreamKeyOf(StreamKey *key, text *topic)
 }
 
 /*
+ * Take the positions' lock in mode and find the position of topic into *p
+ * (NULL when none is kept); false, with no lock taken, when there are no
+ * shared positions or the topic cannot have one.  The caller releases the
+ * lock.
+ */
+bool
+StreamPositionLock(text *topic, LWLockMode mode, StreamPosition **p)
+{
+	StreamKey	key;
+
+	if (!StreamAvailable() || !StreamKeyOf(&key, topic))
+		return false;
+	LWLockAcquire(stream_shared->position_lock, mode);
+	*p = hash_search(stream_positions, &key, HASH_FIND, NULL);
+	return true;
+}
+
+/*
  * The claim state of topic into *state: position 0, no hole and version 0
  * when none is kept (searched and moved DT_NOBEGIN: never).
  */
 void
 StreamPositionGet(text *topic, StreamClaimState *state)
 {
-	StreamKey	key;
 	StreamPosition *p;
 
 	memset(state, 0, sizeof(StreamClaimState));
 	state->searched = DT_NOBEGIN;
 	state->moved = DT_NOBEGIN;
-	if (!StreamAvailable() || !StreamKeyOf(&key, topic))
+	if (!StreamPositionLock(topic, LW_SHARED, &p))
 		return;
-	LWLockAcquire(stream_shared->position_lock, LW_SHARED);
-	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
 	if (p)
 	{
 		*state = p->state;
@@ -465,14 +480,11 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 bool
 StreamHintGet(text *topic, StreamHint *hint)
 {
-	StreamKey	key;
 	StreamPosition *p;
 	bool		found = false;
 
-	if (!StreamAvailable() || !StreamKeyOf(&key, topic))
+	if (!StreamPositionLock(topic, LW_SHARED, &p))
 		return false;
-	LWLockAcquire(stream_shared->position_lock, LW_SHARED);
-	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
 	if (p && p->hint.walked != 0)
 	{
 		*hint = p->hint;
@@ -490,13 +502,10 @@ StreamHintGet(text *topic, StreamHint *hint)
 void
 StreamHintPut(text *topic, const StreamHint *hint)
 {
-	StreamKey	key;
 	StreamPosition *p;
 
-	if (!StreamAvailable() || !StreamKeyOf(&key, topic))
+	if (!StreamPositionLock(topic, LW_EXCLUSIVE, &p))
 		return;
-	LWLockAcquire(stream_shared->position_lock, LW_EXCLUSIVE);
-	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
 	if (p && hint->walked >= p->hint.walked)
 		p->hint = *hint;
 	LWLockRelease(stream_shared->position_lock);

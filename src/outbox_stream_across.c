@@ -397,13 +397,10 @@ StreamAcrossComplete(uint64 lost, TimestampTz until)
 void
 StreamMarkHeld(text *topic)
 {
-	StreamKey	key;
 	StreamPosition *p;
 
-	if (!StreamAvailable() || !StreamKeyOf(&key, topic))
+	if (!StreamPositionLock(topic, LW_EXCLUSIVE, &p))
 		return;
-	LWLockAcquire(stream_shared->position_lock, LW_EXCLUSIVE);
-	p = hash_search(stream_positions, &key, HASH_FIND, NULL);
 	if (p != NULL)
 		p->held = true;
 	LWLockRelease(stream_shared->position_lock);

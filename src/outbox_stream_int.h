@@ -76,6 +76,7 @@ extern StreamShared *stream_shared;
 extern HTAB *stream_positions;
 
 extern bool StreamKeyOf(StreamKey *key, text *topic);
+extern bool StreamPositionLock(text *topic, LWLockMode mode, StreamPosition **p);
 extern void StreamMakeRoom(void);
 
 /*

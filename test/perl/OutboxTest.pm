@@ -16,7 +16,7 @@ use IPC::Run;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(lit wait_for wait_status worker_pid worker_node scram_node remote_server
-  replicated_outbox notified_ids message_index_reads pgbench_start);
+  replicated_outbox notified_ids message_index_reads pgbench_start retried_backlog held_snapshot);
 
 # Quote a string as an SQL literal.
 sub lit
@@ -181,6 +181,45 @@ sub message_index_reads
 		SELECT pg_stat_force_next_flush();
 		SELECT sum(idx_tup_read) FROM pg_stat_user_indexes
 		 WHERE schemaname = 'outbox' AND relname = 'message'});
+}
+
+# A backlog of $total messages of topic $topic in database $db of $node,
+# each claimed and failed once, its backoff moved an hour back instead of
+# waited for: all due again, deferred.
+sub retried_backlog
+{
+	my ($node, $db, $topic, $total) = @_;
+	my $rounds = int(($total + 499) / 500);
+	$node->safe_psql($db, qq{
+		SELECT outbox.append_batch('$topic', 'evt.$topic.v1',
+			(SELECT array_agg(pg_catalog.jsonb_build_object('n', g) ORDER BY g)
+			   FROM generate_series(1, $total) g));
+		DO \$\$BEGIN
+			FOR i IN 1 .. $rounds LOOP
+				PERFORM outbox.fail(c.id, 'setup', 'target unavailable')
+				   FROM outbox.claim('setup', '$topic', 500, 600) c;
+			END LOOP;
+		END\$\$;
+		UPDATE outbox.message SET available_at = available_at - interval '1 hour'
+		 WHERE topic = '$topic';
+		VACUUM ANALYZE outbox.message;
+	});
+	is($node->safe_psql($db, qq{
+		SELECT count(*) FROM outbox.message
+		 WHERE topic = '$topic' AND deferred AND attempts = 1 AND available_at <= now()}),
+		$total, "$total retried messages of topic $topic are due");
+	return;
+}
+
+# A session of database $db that holds a snapshot (a REPEATABLE READ
+# transaction that read outbox.message) until it quits
+sub held_snapshot
+{
+	my ($node, $db) = @_;
+	my $held = $node->background_psql($db);
+	$held->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+	$held->query_safe('SELECT count(*) FROM outbox.message');
+	return $held;
 }
 
 # pgbench (-n and these options) started in the background against

@@ -22,29 +22,9 @@ $node->safe_psql('app', 'CREATE EXTENSION krizaka_outbox');
 
 my $total = 4000;
 
-# the backlog: appended, each claimed and failed once, the backoff moved
-# an hour back instead of waited for
-$node->safe_psql('app', qq{
-	SELECT outbox.append_batch('r', 'evt.r.v1',
-		(SELECT array_agg(pg_catalog.jsonb_build_object('n', g) ORDER BY g)
-		   FROM generate_series(1, $total) g));
-	DO \$\$BEGIN
-		FOR i IN 1 .. 8 LOOP
-			PERFORM outbox.fail(c.id, 'setup', 'target unavailable')
-			   FROM outbox.claim('setup', 'r', 500, 600) c;
-		END LOOP;
-	END\$\$;
-	UPDATE outbox.message SET available_at = available_at - interval '1 hour';
-	VACUUM ANALYZE outbox.message;
-});
-is($node->safe_psql('app', q{
-	SELECT count(*) FILTER (WHERE deferred AND attempts = 1 AND available_at <= now())
-	  FROM outbox.message}), $total, "$total retried messages are due");
-
+retried_backlog($node, 'app', 'r', $total);
 # the snapshot held through the drain
-my $held = $node->background_psql('app');
-$held->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
-$held->query_safe('SELECT count(*) FROM outbox.message');
+my $held = held_snapshot($node, 'app');
 
 # one claim of 50 on a connection of its own, each message completed;
 # returns the number claimed

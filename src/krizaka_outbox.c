@@ -19,6 +19,7 @@
 #include "outbox.h"
 #include "outbox_shmem.h"
 #include "outbox_stream.h"
+#include "outbox_subs.h"
 #include "outbox_worker.h"
 
 PG_MODULE_MAGIC;
@@ -54,6 +55,9 @@ _PG_init(void)
 	OutboxStreamInit();
 	StreamAcrossInit();
 	OutboxGapInit(true);
+
+	/* the due hints of named subscriptions, shared between backends */
+	SubsHintsInit();
 
 	/* the launcher; pg_upgrade's server must not deliver anything */
 	if (!IsBinaryUpgrade)

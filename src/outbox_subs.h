@@ -155,6 +155,19 @@ typedef struct HoleMark
 	TransactionId changed;		/* the last transaction that changed its holes */
 } HoleMark;
 
+/* where a subscription's due reads start: its due hint */
+typedef struct SubsHint
+{
+	bool		set;
+	TimestampTz at;				/* where the next read starts */
+	TimestampTz walked;			/* when a read last started from the first */
+} SubsHint;
+
+/* the due hints shared between backends (outbox_subs_hints.c) */
+extern void SubsHintsInit(void);
+extern bool SubsSharedHintGet(Oid relid, int32 sub, SubsHint *hint);
+extern void SubsSharedHintPut(Oid relid, int32 sub, const SubsHint *hint);
+
 /* what this backend remembers of the subscriptions (outbox_subs_marks.c) */
 extern Oid	SubsStateRelid(void);
 extern HoleMark *SubsHoleMark(int32 sub);

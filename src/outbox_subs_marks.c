@@ -12,7 +12,8 @@
  * all, and slow with the snapshot's age.  Each mark here says where a
  * read may start without missing anything.  They live in the backend's
  * memory, a few subscriptions each, the least recently used replaced: a
- * backend that has none reads from the first entry, as every claim did.
+ * backend that has none reads from the first entry, as every claim did;
+ * the due hints are also shared between backends (outbox_subs_hints.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -124,19 +125,71 @@ obx_due_hint_find(Oid relid, int32 sub)
 	return NULL;
 }
 
+/* this backend's hint of subscription sub, made (not set) when it has none */
+static DueHint *
+obx_due_hint_make(Oid relid, int32 sub, TimestampTz now)
+{
+	DueHint    *h = obx_due_hint_find(relid, sub);
+
+	if (h == NULL)
+	{
+		h = &due_hints[due_hints_next];
+		due_hints_next = (due_hints_next + 1) % SUBS_DUE_HINTS;
+		h->relid = relid;
+		h->sub_id = sub;
+		h->set = false;
+		h->walked = now;
+	}
+	return h;
+}
+
+/* Whether a due read at now follows hint h */
+static bool
+obx_due_hint_usable(const DueHint *h, TimestampTz now)
+{
+	return h != NULL && h->set && h->walked <= now &&
+		now - h->walked < SUBS_DUE_HINT_MAX_AGE;
+}
+
 /*
  * Where the due read of subscription sub at now starts: the hint
  * (*hinted), or the first due row (DT_NOBEGIN); *held says whether this
- * backend has a hint at all, a second old or not
+ * backend has a hint at all, a second old or not.  When its own is not
+ * usable, the hint another backend published (outbox_subs_hints.c) is
+ * taken if it comes from a later read from the first due row: a new
+ * connection per claim, or each of a pool's, reads on from the others'.
  */
 TimestampTz
 SubsDueHint(int32 sub, TimestampTz now, bool *hinted, bool *held)
 {
-	DueHint    *h = obx_due_hint_find(SubsStateRelid(), sub);
+	Oid			relid = SubsStateRelid();
+	DueHint    *h = obx_due_hint_find(relid, sub);
+	SubsHint	shared;
 
+	if (!obx_due_hint_usable(h, now) && SubsSharedHintGet(relid, sub, &shared) &&
+		shared.set && shared.walked <= now && now - shared.walked < SUBS_DUE_HINT_MAX_AGE &&
+		(h == NULL || h->walked < shared.walked))
+	{
+		h = obx_due_hint_make(relid, sub, now);
+		h->set = true;
+		h->at = shared.at;
+		h->walked = shared.walked;
+	}
 	*held = h != NULL && h->set;
-	*hinted = *held && h->walked <= now && now - h->walked < SUBS_DUE_HINT_MAX_AGE;
+	*hinted = obx_due_hint_usable(h, now);
 	return *hinted ? h->at : DT_NOBEGIN;
+}
+
+/* Publish this backend's hint h of subscription sub, for the others */
+static void
+obx_due_hint_publish(const DueHint *h)
+{
+	SubsHint	shared;
+
+	shared.set = h->set;
+	shared.at = h->at;
+	shared.walked = h->walked;
+	SubsSharedHintPut(h->relid, h->sub_id, &shared);
 }
 
 /*
@@ -153,27 +206,26 @@ SubsDueHintNote(int32 sub, TimestampTz now, bool hinted, bool keep, bool full,
 {
 	Oid			relid = SubsStateRelid();
 	DueHint    *h = obx_due_hint_find(relid, sub);
+	DueHint		before;
 
 	if (!keep)
 	{
-		if (h != NULL)
+		if (h != NULL && h->set)
+		{
 			h->set = false;
+			obx_due_hint_publish(h);
+		}
 		return;
 	}
-	if (h == NULL)
-	{
-		h = &due_hints[due_hints_next];
-		due_hints_next = (due_hints_next + 1) % SUBS_DUE_HINTS;
-		h->relid = relid;
-		h->sub_id = sub;
-		h->set = false;
-		h->walked = now;
-	}
+	h = obx_due_hint_make(relid, sub, now);
+	before = *h;
 	if (full || !h->set || last > h->at)
 		h->at = last;
 	h->set = true;
 	if (!hinted)
 		h->walked = now;
+	if (!before.set || before.at != h->at || before.walked != h->walked)
+		obx_due_hint_publish(h);
 }
 
 /*

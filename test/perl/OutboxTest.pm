@@ -185,29 +185,40 @@ sub message_index_reads
 
 # A backlog of $total messages of topic $topic in database $db of $node,
 # each claimed and failed once, its backoff moved an hour back instead of
-# waited for: all due again, deferred.
+# waited for: all due again, deferred; with $sub, in the named
+# subscription $sub, made first.
 sub retried_backlog
 {
-	my ($node, $db, $topic, $total) = @_;
+	my ($node, $db, $topic, $total, $sub) = @_;
 	my $rounds = int(($total + 499) / 500);
+	my $arg = defined $sub ? ", '$sub'" : '';
+	my $moved = defined $sub
+	  ? q{UPDATE outbox.subscription_state SET available_at = available_at - interval '1 hour'
+		 WHERE sub_id = (SELECT sub_id FROM outbox.subscription WHERE name = '} . $sub . q{')}
+	  : qq{UPDATE outbox.message SET available_at = available_at - interval '1 hour'
+		 WHERE topic = '$topic'};
+	$node->safe_psql($db, "SELECT outbox.subscribe('$topic', '$sub')") if defined $sub;
 	$node->safe_psql($db, qq{
 		SELECT outbox.append_batch('$topic', 'evt.$topic.v1',
 			(SELECT array_agg(pg_catalog.jsonb_build_object('n', g) ORDER BY g)
 			   FROM generate_series(1, $total) g));
 		DO \$\$BEGIN
 			FOR i IN 1 .. $rounds LOOP
-				PERFORM outbox.fail(c.id, 'setup', 'target unavailable')
-				   FROM outbox.claim('setup', '$topic', 500, 600) c;
+				PERFORM outbox.fail(c.id, 'setup', 'target unavailable'$arg)
+				   FROM outbox.claim('setup', '$topic', 500, 600$arg) c;
 			END LOOP;
 		END\$\$;
-		UPDATE outbox.message SET available_at = available_at - interval '1 hour'
-		 WHERE topic = '$topic';
+		$moved;
 		VACUUM ANALYZE outbox.message;
 	});
-	is($node->safe_psql($db, qq{
-		SELECT count(*) FROM outbox.message
-		 WHERE topic = '$topic' AND deferred AND attempts = 1 AND available_at <= now()}),
-		$total, "$total retried messages of topic $topic are due");
+	my $due = defined $sub
+	  ? qq{SELECT count(*) FROM outbox.subscription_state x JOIN outbox.subscription s USING (sub_id)
+		 WHERE s.name = '$sub' AND x.attempts = 1 AND x.leased_until IS NULL
+		   AND x.available_at <= now()}
+	  : qq{SELECT count(*) FROM outbox.message
+		 WHERE topic = '$topic' AND deferred AND attempts = 1 AND available_at <= now()};
+	is($node->safe_psql($db, $due), $total,
+		"$total retried messages of topic $topic are due" . (defined $sub ? " in $sub" : ''));
 	return;
 }
 

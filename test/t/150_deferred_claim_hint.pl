@@ -237,23 +237,7 @@ cmp_ok($hot, '>=', $claims - 1,
 #
 # A named subscription: its due rows are read the same way.
 #
-$node->safe_psql('app', qq{
-	SELECT outbox.subscribe('s', 'n');
-	SELECT outbox.append_batch('s', 'evt.s.v1',
-		(SELECT array_agg(pg_catalog.jsonb_build_object('n', g) ORDER BY g)
-		   FROM generate_series(1, $total) g));
-	DO \$\$BEGIN
-		FOR i IN 1 .. 10 LOOP
-			PERFORM outbox.fail(c.id, 'setup', 'target unavailable', 'n')
-			   FROM outbox.claim('setup', 's', 500, 600, 'n') c;
-		END LOOP;
-	END\$\$;
-	UPDATE outbox.subscription_state SET available_at = available_at - interval '1 hour';
-});
-is($node->safe_psql('app', q{
-	SELECT count(*) FROM outbox.subscription_state
-	 WHERE attempts = 1 AND leased_until IS NULL AND available_at <= now()}),
-	$total, "subscription n has $total retried messages due");
+retried_backlog($node, 'app', 's', $total, 'n');
 
 # index entries of outbox.subscription_state read so far
 sub state_reads

@@ -6,7 +6,8 @@
 # every one completed before it (src/outbox_claim_hint.c).  Counted in
 # index entries read; the hint must still cost no message: a lease that
 # runs out before the hint is handed out by a later connection within the
-# second the hints are followed.
+# second the hints are followed.  The same for a named subscription's due
+# hint (src/outbox_subs_hints.c).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -26,31 +27,35 @@ retried_backlog($node, 'app', 'r', $total);
 # the snapshot held through the drain
 my $held = held_snapshot($node, 'app');
 
-# one claim of 50 on a connection of its own, each message completed;
-# returns the number claimed
-my $claim_sql = q{
-	SELECT count(*) FROM (SELECT c.id, outbox.complete(c.id, 'a')
-	                        FROM outbox.claim('a', 'r', 50, 60) c) c;
-	SELECT pg_stat_force_next_flush();
-};
-sub claim
+# one claim of 50 of topic $topic (in subscription $sub) on a connection
+# of its own, each message completed; returns the number claimed
+sub claim_of
 {
-	my ($out) = split /\n/, $node->safe_psql('app', $claim_sql);
+	my ($topic, $sub) = @_;
+	my $arg = defined $sub ? ", '$sub'" : '';
+	my ($out) = split /\n/, $node->safe_psql('app', qq{
+		SELECT count(*) FROM (SELECT c.id, outbox.complete(c.id, 'a'$arg)
+		                        FROM outbox.claim('a', '$topic', 50, 60$arg) c) c;
+		SELECT pg_stat_force_next_flush();
+	});
 	return $out;
 }
+sub claim { return claim_of('r') }
 
+# index entries of table outbox.$table read so far
 sub reads
 {
-	return $node->safe_psql('app', q{
+	my ($table) = @_;
+	return $node->safe_psql('app', qq{
 		SELECT sum(idx_tup_read) FROM pg_stat_user_indexes
-		 WHERE relid = 'outbox.message'::regclass});
+		 WHERE relid = 'outbox.$table'::regclass});
 }
 
 # the first half, 40 claims of 50, each on a new connection
-my $before = reads();
+my $before = reads('message');
 my $claimed = 0;
 $claimed += claim() for 1 .. $total / 100;
-my $read = reads() - $before;
+my $read = reads('message') - $before;
 is($claimed, $total / 2, 'the first half is claimed in claims of 50, each by a new connection');
 # From the first entry each claim would pass every message completed before
 # it: about 50 * (0 + 50 + ... + 1,950), 39,000 entries, 40 claims of 50 on
@@ -93,6 +98,33 @@ while (time() < $deadline)
 is($node->safe_psql('app', q{
 	SELECT count(*) FILTER (WHERE delivered_at IS NOT NULL), count(*) FILTER (WHERE dead_at IS NOT NULL)
 	  FROM outbox.message}), "$total|0", 'every message was delivered, none dead');
+
+#
+# A named subscription: each claim of its retried rows on a new connection
+# follows the due hint the claims before it published.
+#
+retried_backlog($node, 'app', 's', $total, 'n');
+
+sub claim_n { return claim_of('s', 'n') }
+
+$before = reads('subscription_state');
+$claimed = 0;
+$claimed += claim_n() for 1 .. $total / 100;
+$read = reads('subscription_state') - $before;
+is($claimed, $total / 2, 'subscription n: the first half is claimed, each claim by a new connection');
+cmp_ok($read, '<', 20000,
+	"subscription n: the 40 new connections read a bounded number of index entries ($read)");
+$deadline = time() + 60;
+while (time() < $deadline)
+{
+	last if claim_n() == 0
+	  && $node->safe_psql('app', q{
+		SELECT count(*) FROM outbox.subscription_state
+		 WHERE sub_id = (SELECT sub_id FROM outbox.subscription WHERE name = 'n')}) eq '0';
+}
+is($node->safe_psql('app', q{
+	SELECT pending, dead FROM outbox.subscription_stats WHERE subscription = 'n'}),
+	'0|0', 'subscription n: every message is done');
 $held->quit;
 
 done_testing();

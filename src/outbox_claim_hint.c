@@ -32,8 +32,8 @@
  * connections claiming the topic, then follows the hint of the others,
  * and under a held snapshot the topic is read from its first entry about
  * once a second, not once a second by each connection or at every claim
- * of a new one.  The claim across all topics only follows its backend's
- * own hints (a look-up per topic would cost each claim one per topic).
+ * of a new one.  The claim across all topics takes them too, for the
+ * topics it reads.
  *
  * The claim across all topics reads each topic from the same hints and
  * notes them after it as a claim of each topic would; the topics it took
@@ -55,6 +55,13 @@
 
 /* how long the claims follow a hint after one read from the first entry */
 #define CLAIM_HINT_MAX_AGE	USECS_PER_SEC
+
+/*
+ * how long after its last read from the first entry a topic's published
+ * hint keeps it out of the look for due topics of the claim across all
+ * topics (whose claims of it then read it, and publish the hint anew)
+ */
+#define CLAIM_HINT_SHARED_AGE	(60 * USECS_PER_SEC)
 
 #define CLAIM_HINTS			8
 
@@ -121,7 +128,9 @@ hint_usable(const ClaimHint *h, TimestampTz now)
  * taken as this backend's when its own, h (or NULL), is not usable at now
  * and comes from an earlier read from the first entry: a new connection,
  * or one of several claiming the topic, follows the hint of the others
- * instead of reading from the first entry again.  Returns the hint to use.
+ * instead of reading from the first entry again.  One a second old is
+ * taken too: the claim reads from the first entry then, and publishes
+ * the hint anew for the others.  Returns the hint to use.
  */
 static ClaimHint *
 hint_adopt(const char *name, text *topic, ClaimHint *h, TimestampTz now)
@@ -129,7 +138,6 @@ hint_adopt(const char *name, text *topic, ClaimHint *h, TimestampTz now)
 	StreamHint	shared;
 
 	if (!StreamHintGet(topic, &shared) || !shared.set ||
-		shared.walked > now || now - shared.walked >= CLAIM_HINT_MAX_AGE ||
 		(h != NULL && h->walked >= shared.walked))
 		return h;
 	if (h == NULL)
@@ -167,21 +175,27 @@ ClaimHintsHeld(void)
 }
 
 /*
- * The topics that this backend's claims follow a hint of, as a text[]
- * allocated in the current memory context: a claim of each reads its
- * deferred messages from the hint, or from the first entry once the hint
- * is a second old (which finds every one due)
+ * The topics that this backend's claims at now follow a hint of, as a
+ * text[] allocated in the current memory context: those it has a hint of,
+ * and those another backend published a hint of in the last minute (which
+ * the claim across all topics takes, ClaimHintArgsAcross).  A claim of each reads
+ * its deferred messages from the hint, or from the first entry once the
+ * hint is a second old (which finds every one due).
  */
 Datum
-ClaimHintTopics(void)
+ClaimHintTopics(TimestampTz now)
 {
-	Datum		elems[CLAIM_HINTS];
+	List	   *shared = StreamHintedTopics(now - CLAIM_HINT_SHARED_AGE);
+	Datum	   *elems = palloc(sizeof(Datum) * (CLAIM_HINTS + list_length(shared)));
 	int			n = 0;
 	int			i;
+	ListCell   *lc;
 
 	for (i = 0; i < CLAIM_HINTS; i++)
 		if (claim_hints[i].topic != NULL && claim_hints[i].set)
 			elems[n++] = CStringGetTextDatum(claim_hints[i].topic);
+	foreach(lc, shared)
+		elems[n++] = PointerGetDatum(lfirst(lc));
 	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
@@ -231,23 +245,19 @@ ClaimHintArgsAcross(Datum *names, int n, TimestampTz now, Datum *args)
 	Datum	   *ats = palloc(sizeof(Datum) * Max(n, 1));
 	Datum	   *ids = palloc(sizeof(Datum) * Max(n, 1));
 	pg_uuid_t  *uuids = palloc0(sizeof(pg_uuid_t) * Max(n, 1));
-	bool		any = ClaimHintsHeld();
 	int			i;
 
 	for (i = 0; i < CLAIM_HINTS; i++)
 		claim_hints[i].across = false;
 	for (i = 0; i < n; i++)
 	{
-		ClaimHint  *h = NULL;
+		char	   *name = text_to_cstring(DatumGetTextPP(names[i]));
+		ClaimHint  *h = hint_find(name, false, now);
 
 		/* a topic whose hint is not set notes nothing after the claim */
-		if (any)
-		{
-			char	   *name = text_to_cstring(DatumGetTextPP(names[i]));
-
-			h = hint_find(name, false, now);
-			pfree(name);
-		}
+		if (!hint_usable(h, now))
+			h = hint_adopt(name, DatumGetTextPP(names[i]), h, now);
+		pfree(name);
 		ats[i] = TimestampTzGetDatum(DT_NOBEGIN);
 		if (h != NULL)
 		{

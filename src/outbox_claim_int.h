@@ -173,7 +173,7 @@ typedef struct ClaimHintFound
 } ClaimHintFound;
 
 extern bool ClaimHintsHeld(void);
-extern Datum ClaimHintTopics(void);
+extern Datum ClaimHintTopics(TimestampTz now);
 extern void ClaimHintNone(Datum *args);
 extern bool ClaimHintArgs(text *topic, TimestampTz now, Datum *args);
 extern void ClaimHintArgsAcross(Datum *names, int n, TimestampTz now, Datum *args);

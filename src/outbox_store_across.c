@@ -283,7 +283,7 @@ obx_list_topics(TimestampTz now, bool *walk, uint64 *lost, Datum **names)
 		args[1] = TimestampTzGetDatum(now);
 		if (look)
 		{
-			args[2] = ClaimHintTopics();
+			args[2] = ClaimHintTopics(now);
 			n = SpiExecute(&stmt_due_topics[v], args, NULL, false, 0);
 			obx_keep_due_topics(now);
 		}

@@ -512,6 +512,35 @@ StreamHintPut(text *topic, const StreamHint *hint)
 }
 
 /*
+ * The topics of this database's outbox.message whose claims published a
+ * hint at or after since, as a List of text: the claim across all topics
+ * steps over them in its look for due topics (outbox_store_across.c), and
+ * reads them from those hints.
+ */
+List *
+StreamHintedTopics(TimestampTz since)
+{
+	HASH_SEQ_STATUS status;
+	StreamPosition *p;
+	Oid			relid;
+	List	   *topics = NIL;
+
+	if (!StreamAvailable())
+		return NIL;
+	relid = obx_relation(STREAM_REL_MESSAGE, "table");
+	LWLockAcquire(stream_shared->position_lock, LW_SHARED);
+	hash_seq_init(&status, stream_positions);
+	while ((p = hash_seq_search(&status)) != NULL)
+		if (p->key.dboid == MyDatabaseId && p->key.relid == relid &&
+			p->hint.set && p->hint.walked >= since)
+			topics = lappend(topics,
+							 cstring_to_text_with_len(p->key.topic,
+													  strnlen(p->key.topic, STREAM_TOPIC_BYTES)));
+	LWLockRelease(stream_shared->position_lock);
+	return topics;
+}
+
+/*
  * Remove a position to make room for another: one that a claim across all
  * topics need not visit, the least recently used of those when one look
  * at all positions found them (STREAM_VICTIMS of them are kept for the

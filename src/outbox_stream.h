@@ -116,6 +116,7 @@ typedef struct StreamHint
 
 extern bool StreamHintGet(text *topic, StreamHint *hint);
 extern void StreamHintPut(text *topic, const StreamHint *hint);
+extern List *StreamHintedTopics(TimestampTz since);
 
 /*
  * The topics a claim across all topics visits (outbox_stream_across.c):

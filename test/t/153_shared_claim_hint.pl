@@ -6,8 +6,8 @@
 # every one completed before it (src/outbox_claim_hint.c).  Counted in
 # index entries read; the hint must still cost no message: a lease that
 # runs out before the hint is handed out by a later connection within the
-# second the hints are followed.  The same for a named subscription's due
-# hint (src/outbox_subs_hints.c).
+# second the hints are followed.  The same for the claim across all topics,
+# and for a named subscription's due hint (src/outbox_subs_hints.c).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -27,15 +27,16 @@ retried_backlog($node, 'app', 'r', $total);
 # the snapshot held through the drain
 my $held = held_snapshot($node, 'app');
 
-# one claim of 50 of topic $topic (in subscription $sub) on a connection
-# of its own, each message completed; returns the number claimed
+# one claim of 50 of topic $topic (undef: across all topics; in
+# subscription $sub) on a connection of its own, each message completed; returns the number claimed
 sub claim_of
 {
 	my ($topic, $sub) = @_;
 	my $arg = defined $sub ? ", '$sub'" : '';
+	my $of = defined $topic ? "'$topic'" : 'NULL';
 	my ($out) = split /\n/, $node->safe_psql('app', qq{
 		SELECT count(*) FROM (SELECT c.id, outbox.complete(c.id, 'a'$arg)
-		                        FROM outbox.claim('a', '$topic', 50, 60$arg) c) c;
+		                        FROM outbox.claim('a', $of, 50, 60$arg) c) c;
 		SELECT pg_stat_force_next_flush();
 	});
 	return $out;
@@ -98,6 +99,34 @@ while (time() < $deadline)
 is($node->safe_psql('app', q{
 	SELECT count(*) FILTER (WHERE delivered_at IS NOT NULL), count(*) FILTER (WHERE dead_at IS NOT NULL)
 	  FROM outbox.message}), "$total|0", 'every message was delivered, none dead');
+
+#
+# The claim across all topics on a new connection each time: its look for
+# topics with deferred messages due steps over the topics whose hints the
+# backends published, and it reads them from those hints.
+#
+retried_backlog($node, 'app', 'q', $total);
+$before = reads('message');
+$claimed = 0;
+$claimed += claim_of(undef) for 1 .. $total / 100;
+$read = reads('message') - $before;
+is($claimed, $total / 2, 'across all topics: the first half of topic q is claimed, each claim by a new connection');
+# Each look for due topics from the first entry passed topic r's 4,000
+# completed messages and each claim topic q's from its first entry: 273,183
+# entries; stepping over the topics with published hints and following
+# those, 30,311.
+cmp_ok($read, '<', 60000,
+	"across all topics: the 40 new connections read a bounded number of index entries ($read)");
+$deadline = time() + 60;
+while (time() < $deadline)
+{
+	last if claim_of(undef) == 0
+	  && $node->safe_psql('app', q{
+		SELECT count(*) FROM outbox.message WHERE topic = 'q' AND delivered_at IS NULL}) eq '0';
+}
+is($node->safe_psql('app', q{
+	SELECT count(*) FROM outbox.message WHERE topic = 'q' AND delivered_at IS NULL}),
+	'0', 'across all topics: every message of topic q was delivered');
 
 #
 # A named subscription: each claim of its retried rows on a new connection

@@ -85,8 +85,8 @@ typedef struct ClaimHintTopic
 
 static ClaimHint claim_hints[CLAIM_HINTS];
 
-static ClaimHint *hint_adopt(const char *name, text *topic, ClaimHint *h,
-							 TimestampTz now);
+static ClaimHint *hint_adopt(const char *name, const StreamHint *shared,
+							 ClaimHint *h, TimestampTz now);
 static void hint_note(char *name, text *topic, TimestampTz now, bool hinted,
 					  int wanted, const ClaimHintFound *found);
 
@@ -124,28 +124,27 @@ hint_usable(const ClaimHint *h, TimestampTz now)
 }
 
 /*
- * The hint of topic (whose name is name) that another backend published,
- * taken as this backend's when its own, h (or NULL), is not usable at now
- * and comes from an earlier read from the first entry: a new connection,
- * or one of several claiming the topic, follows the hint of the others
- * instead of reading from the first entry again.  One a second old is
- * taken too: the claim reads from the first entry then, and publishes
- * the hint anew for the others.  Returns the hint to use.
+ * The hint of a topic (whose name is name) that a backend published,
+ * shared (from the topic's claim state), taken as this backend's when its
+ * own, h (or NULL), is not usable at now and comes from an earlier read
+ * from the first entry: a new connection, or one of several claiming the
+ * topic, follows the hint of the others instead of reading from the first
+ * entry again.  One a second old is taken too: the claim reads from the
+ * first entry then, and publishes the hint anew for the others.  Returns
+ * the hint to use.
  */
 static ClaimHint *
-hint_adopt(const char *name, text *topic, ClaimHint *h, TimestampTz now)
+hint_adopt(const char *name, const StreamHint *shared, ClaimHint *h, TimestampTz now)
 {
-	StreamHint	shared;
-
-	if (!StreamHintGet(topic, &shared) || !shared.set ||
-		(h != NULL && h->walked >= shared.walked))
+	if (hint_usable(h, now) || !shared->set ||
+		(h != NULL && h->walked >= shared->walked))
 		return h;
 	if (h == NULL)
 		h = hint_find(name, true, now);
 	h->set = true;
-	h->at = shared.at;
-	memcpy(&h->id, shared.id, sizeof(pg_uuid_t));
-	h->walked = shared.walked;
+	h->at = shared->at;
+	memcpy(&h->id, shared->id, sizeof(pg_uuid_t));
+	h->walked = shared->walked;
 	return h;
 }
 
@@ -209,17 +208,16 @@ ClaimHintNone(Datum *args)
 
 /*
  * Where a claim of topic at now reads the deferred messages from, as the
- * claim's arguments args[10] (available_at) and args[11] (id): the hint,
- * or the first entry.  Returns whether it is a hint.
+ * claim's arguments args[10] (available_at) and args[11] (id): the hint
+ * (this backend's, or the one published in shared, see hint_adopt), or the
+ * first entry.  Returns whether it is a hint.
  */
 bool
-ClaimHintArgs(text *topic, TimestampTz now, Datum *args)
+ClaimHintArgs(text *topic, const StreamHint *shared, TimestampTz now, Datum *args)
 {
 	char	   *name = text_to_cstring(topic);
-	ClaimHint  *h = hint_find(name, false, now);
+	ClaimHint  *h = hint_adopt(name, shared, hint_find(name, false, now), now);
 
-	if (!hint_usable(h, now))
-		h = hint_adopt(name, topic, h, now);
 	pfree(name);
 	if (!hint_usable(h, now))
 	{
@@ -235,29 +233,35 @@ ClaimHintArgs(text *topic, TimestampTz now, Datum *args)
 /*
  * Where a claim across all topics at now reads the deferred messages of
  * the n topics names (text Datums) from: the arrays args[10]
- * (timestamptz[]) and args[11] (uuid[]), each topic's hint or the first
- * entry.  The topics with hints are marked as read by this claim, for
- * ClaimHintNoteAcross.
+ * (timestamptz[]) and args[11] (uuid[]), each topic's hint (this
+ * backend's, or the one published in shared[i], from the topic's claim
+ * state) or the first entry.  The topics with hints are marked as read by
+ * this claim, for ClaimHintNoteAcross.
  */
 void
-ClaimHintArgsAcross(Datum *names, int n, TimestampTz now, Datum *args)
+ClaimHintArgsAcross(Datum *names, const StreamHint *shared, int n, TimestampTz now,
+					Datum *args)
 {
 	Datum	   *ats = palloc(sizeof(Datum) * Max(n, 1));
 	Datum	   *ids = palloc(sizeof(Datum) * Max(n, 1));
 	pg_uuid_t  *uuids = palloc0(sizeof(pg_uuid_t) * Max(n, 1));
+	bool		any = ClaimHintsHeld();
 	int			i;
 
 	for (i = 0; i < CLAIM_HINTS; i++)
 		claim_hints[i].across = false;
 	for (i = 0; i < n; i++)
 	{
-		char	   *name = text_to_cstring(DatumGetTextPP(names[i]));
-		ClaimHint  *h = hint_find(name, false, now);
+		ClaimHint  *h = NULL;
 
-		/* a topic whose hint is not set notes nothing after the claim */
-		if (!hint_usable(h, now))
-			h = hint_adopt(name, DatumGetTextPP(names[i]), h, now);
-		pfree(name);
+		/* a topic without a hint set notes nothing after the claim */
+		if (any || shared[i].set)
+		{
+			char	   *name = text_to_cstring(DatumGetTextPP(names[i]));
+
+			h = hint_adopt(name, &shared[i], hint_find(name, false, now), now);
+			pfree(name);
+		}
 		ats[i] = TimestampTzGetDatum(DT_NOBEGIN);
 		if (h != NULL)
 		{

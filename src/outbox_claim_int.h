@@ -18,6 +18,7 @@
 
 #include "outbox_spi.h"
 #include "outbox_store.h"
+#include "outbox_stream.h"
 
 /*
  * The last_error of a message whose lease expired on its last allowed
@@ -175,8 +176,10 @@ typedef struct ClaimHintFound
 extern bool ClaimHintsHeld(void);
 extern Datum ClaimHintTopics(TimestampTz now);
 extern void ClaimHintNone(Datum *args);
-extern bool ClaimHintArgs(text *topic, TimestampTz now, Datum *args);
-extern void ClaimHintArgsAcross(Datum *names, int n, TimestampTz now, Datum *args);
+extern bool ClaimHintArgs(text *topic, const StreamHint *shared, TimestampTz now,
+						  Datum *args);
+extern void ClaimHintArgsAcross(Datum *names, const StreamHint *shared, int n,
+								TimestampTz now, Datum *args);
 extern void ClaimHintSee(ClaimHintFound *found, Datum topic, TimestampTz at,
 						 const pg_uuid_t *id);
 extern void ClaimHintNote(text *topic, TimestampTz now, bool hinted, int wanted,

@@ -328,6 +328,7 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 	Datum	   *froms;
 	Datum		empty;
 	int		   *nkeys;
+	StreamHint *hints;
 	int			width = 0;
 	struct SavedFloors *floors;
 	int			dims[2];
@@ -361,6 +362,7 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 	keys = palloc(sizeof(Datum) * Max(n, 1) * STREAM_MAX_PASSED_KEYS);
 	froms = palloc(sizeof(Datum) * Max(n, 1) * STREAM_MAX_PASSED_KEYS);
 	nkeys = palloc(sizeof(int) * Max(n, 1));
+	hints = palloc(sizeof(StreamHint) * Max(n, 1));
 	/* a walk reads the saved floors at once, not one look-up per topic */
 	floors = walk ? StoreSavedFloors() : NULL;
 	for (i = 0; i < n; i++)
@@ -374,6 +376,7 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 						STORE_SAVED_LOOK, &st);
 		StoreClaimKeys(DatumGetTextPP(names[i]), &st,
 					   &keys[i * STREAM_MAX_PASSED_KEYS]);
+		hints[i] = st.hint;
 		pos[i] = Int64GetDatum(st.position);
 		floor = st.position;
 		for (k = 0; k < st.nholes; k++)
@@ -393,7 +396,7 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 											  -1, false, TYPALIGN_INT));
 	args[6] = ClaimInt8Array(pos, (int) n);
 	args[7] = ClaimInt8Array(flo, (int) n);
-	ClaimHintArgsAcross(names, (int) n, now, args);
+	ClaimHintArgsAcross(names, hints, (int) n, now, args);
 	*any_passed = width > 0;
 	if (width == 0)
 	{

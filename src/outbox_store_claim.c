@@ -305,16 +305,17 @@ SAVED_STATEMENTS(stmt_claim_stream_delivered, 2) = {
 	CLAIM_STREAM_DELIVERED(""), CLAIM_STREAM_DELIVERED(CLAIM_PASSED_PART)
 };
 
-static int	obx_position(text *topic, TimestampTz now, Datum *args);
+static int	obx_position(text *topic, TimestampTz now, Datum *args, StreamHint *hint);
 static int	obx_claim(const ClaimRequest *req, ClaimSink *sink);
 
 /*
  * The claim state of topic as the arguments $7 to $10 of a claim of one
- * topic, args[6..9] (the arrays allocated in the SPI connection).  Returns
- * which of the claim statements serves it: 1 when it has passed keys.
+ * topic, args[6..9] (the arrays allocated in the SPI connection), and the
+ * hint its claims published into *hint (if not NULL).  Returns which of the
+ * claim statements serves it: 1 when it has passed keys.
  */
 static int
-obx_position(text *topic, TimestampTz now, Datum *args)
+obx_position(text *topic, TimestampTz now, Datum *args, StreamHint *hint)
 {
 	StreamClaimState st;
 	Datum		elems[Max(STREAM_MAX_HOLES, STREAM_MAX_PASSED_KEYS)];
@@ -322,6 +323,8 @@ obx_position(text *topic, TimestampTz now, Datum *args)
 	int			i;
 
 	StoreClaimState(topic, now, STORE_SAVED_LOOK, &st);
+	if (hint != NULL)
+		*hint = st.hint;
 	StoreClaimKeys(topic, &st, keys);
 	args[6] = Int64GetDatum(st.position);
 	for (i = 0; i < st.nholes; i++)
@@ -367,8 +370,10 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 
 	if (stream && req->topic)
 	{
-		claim = &stmt_claim_stream[obx_position(req->topic, req->now, args)];
-		hinted = ClaimHintArgs(req->topic, req->now, args);
+		StreamHint	shared;
+
+		claim = &stmt_claim_stream[obx_position(req->topic, req->now, args, &shared)];
+		hinted = ClaimHintArgs(req->topic, &shared, req->now, args);
 	}
 	else if (stream)
 	{
@@ -490,7 +495,7 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = TimestampTzGetDatum(req->now);
 		args[5] = Int32GetDatum(req->max_attempts);
-		passed = obx_position(req->topic, req->now, args);
+		passed = obx_position(req->topic, req->now, args, NULL);
 		/* from the first deferred message: such claims leave no hint */
 		ClaimHintNone(args);
 

@@ -435,7 +435,6 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 			return;
 		}
 		memset(&p->state, 0, sizeof(StreamClaimState));
-		memset(&p->hint, 0, sizeof(StreamHint));
 		p->state.moved = now;
 		pg_atomic_init_u64(&p->notes, 0);
 	}
@@ -474,27 +473,6 @@ StreamPositionSet(text *topic, const StreamClaimState *state)
 }
 
 /*
- * The hint of topic's claims that a backend published last into *hint;
- * false when none is kept (the topic has no position).
- */
-bool
-StreamHintGet(text *topic, StreamHint *hint)
-{
-	StreamPosition *p;
-	bool		found = false;
-
-	if (!StreamPositionLock(topic, LW_SHARED, &p))
-		return false;
-	if (p && p->hint.walked != 0)
-	{
-		*hint = p->hint;
-		found = true;
-	}
-	LWLockRelease(stream_shared->position_lock);
-	return found;
-}
-
-/*
  * Publish a backend's hint of topic's claims, unless the one kept comes
  * from a later read from the first entry; only where the topic has a
  * position.
@@ -506,8 +484,8 @@ StreamHintPut(text *topic, const StreamHint *hint)
 
 	if (!StreamPositionLock(topic, LW_EXCLUSIVE, &p))
 		return;
-	if (p && hint->walked >= p->hint.walked)
-		p->hint = *hint;
+	if (p && hint->walked >= p->state.hint.walked)
+		p->state.hint = *hint;
 	LWLockRelease(stream_shared->position_lock);
 }
 
@@ -532,7 +510,7 @@ StreamHintedTopics(TimestampTz since)
 	hash_seq_init(&status, stream_positions);
 	while ((p = hash_seq_search(&status)) != NULL)
 		if (p->key.dboid == MyDatabaseId && p->key.relid == relid &&
-			p->hint.set && p->hint.walked >= since)
+			p->state.hint.set && p->state.hint.walked >= since)
 			topics = lappend(topics,
 							 cstring_to_text_with_len(p->key.topic,
 													  strnlen(p->key.topic, STREAM_TOPIC_BYTES)));

@@ -65,6 +65,18 @@ typedef struct StreamPassedKey
 	int64		from;			/* no pending fresh message of the key below */
 } StreamPassedKey;
 
+/*
+ * Where the claims of a topic read its deferred messages from, as the last
+ * of them published it (outbox_claim_hint.c)
+ */
+typedef struct StreamHint
+{
+	bool		set;			/* the claims read from (at, id) */
+	TimestampTz at;
+	uint8		id[16];			/* a pg_uuid_t */
+	TimestampTz walked;			/* when a claim last read from the first entry */
+} StreamHint;
+
 typedef struct StreamClaimState
 {
 	int64		position;		/* 0: none kept */
@@ -81,6 +93,7 @@ typedef struct StreamClaimState
 	uint32		version;		/* changes with each change of the above */
 	bool		reached;		/* the last search passed all below its horizon */
 	uint64		notes_seen;		/* the topic's appends noted when it began */
+	StreamHint	hint;			/* kept by StreamHintPut, not StreamPositionSet */
 } StreamClaimState;
 
 /*
@@ -102,19 +115,6 @@ StreamStateFloor(const StreamClaimState *state)
 extern void StreamPositionGet(text *topic, StreamClaimState *state);
 extern void StreamPositionSet(text *topic, const StreamClaimState *state);
 
-/*
- * Where the claims of a topic read its deferred messages from, shared by
- * the backends beside the topic's position (outbox_claim_hint.c)
- */
-typedef struct StreamHint
-{
-	bool		set;			/* the claims read from (at, id) */
-	TimestampTz at;
-	uint8		id[16];			/* a pg_uuid_t */
-	TimestampTz walked;			/* when a claim last read from the first entry */
-} StreamHint;
-
-extern bool StreamHintGet(text *topic, StreamHint *hint);
 extern void StreamHintPut(text *topic, const StreamHint *hint);
 extern List *StreamHintedTopics(TimestampTz since);
 

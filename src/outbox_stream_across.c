@@ -230,7 +230,6 @@ obx_note_commit(void)
 				break;
 			}
 			memset(&p->state, 0, sizeof(StreamClaimState));
-			memset(&p->hint, 0, sizeof(StreamHint));
 			p->state.searched = DT_NOBEGIN;
 			p->state.moved = now;
 			p->used = now;

@@ -42,7 +42,6 @@ typedef struct StreamPosition
 	pg_atomic_uint64 notes;		/* commits that appended to the topic */
 	bool		held;			/* its default subscription is dropped or paused */
 	StreamClaimState state;
-	StreamHint	hint;			/* the latest hint of its claims */
 } StreamPosition;
 
 /* the tables whose claims across all topics may visit only some topics */

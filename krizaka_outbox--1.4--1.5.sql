@@ -15,6 +15,31 @@ COMMENT ON TABLE outbox.subscription_frontier IS
     'The ranges of the log each named subscription has read, [from_seq, next_seq); its newest row is the read frontier.';
 
 /*
+ * The fresh messages without an ordering key that a claim of a named
+ * subscription leases are kept as one row per read of the log, not a
+ * state row each (see krizaka_outbox--1.5.sql).  The state rows of 1.4
+ * stay as they are.
+ */
+CREATE TABLE outbox.subscription_lease (
+    sub_id        integer     NOT NULL,
+    first_seq     bigint      NOT NULL,
+    lease_owner   text        NOT NULL,
+    leased_until  timestamptz NOT NULL,
+    seqs          bigint[]    NOT NULL,
+    CONSTRAINT subscription_lease_pkey PRIMARY KEY (sub_id, first_seq)
+);
+
+CREATE INDEX subscription_lease_until_idx
+    ON outbox.subscription_lease (leased_until, sub_id);
+
+COMMENT ON TABLE outbox.subscription_lease IS
+    'Fresh messages without an ordering key that a claim of a named subscription leased, one row per read of the log.';
+
+SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_lease', '');
+
+/* its privileges: as outbox.claim_position's, below */
+
+/*
  * Routes per subscription.  A topic may have a route for its default
  * subscription (subscription NULL) and one for each named subscription;
  * route_notify, route_remote, unroute and check_route take the
@@ -108,11 +133,11 @@ SELECT d.topic,
 UNION ALL
 SELECT s.topic,
        s.name,
-       st.pending OPERATOR(pg_catalog.+) un.unread,
-       st.in_flight,
+       st.pending OPERATOR(pg_catalog.+) ls.pending OPERATOR(pg_catalog.+) un.unread,
+       st.in_flight OPERATOR(pg_catalog.+) ls.in_flight,
        st.dead,
        pg_catalog.now() OPERATOR(pg_catalog.-)
-           LEAST(st.oldest_created_at, un.oldest_created_at),
+           LEAST(st.oldest_created_at, ls.oldest_created_at, un.oldest_created_at),
        (SELECT f.claimed_at FROM outbox.subscription_frontier f
          WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id
          ORDER BY f.next_seq DESC LIMIT 1),
@@ -133,6 +158,16 @@ SELECT s.topic,
                  ON m.topic OPERATOR(pg_catalog.=) s.topic
                 AND m.seq OPERATOR(pg_catalog.=) x.seq
          WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id) st
+  CROSS JOIN LATERAL (
+        SELECT COALESCE(pg_catalog.sum(pg_catalog.cardinality(l.seqs)), 0) AS pending,
+               COALESCE(pg_catalog.sum(pg_catalog.cardinality(l.seqs)) FILTER (
+                   WHERE l.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()), 0) AS in_flight,
+               pg_catalog.min(m.created_at) AS oldest_created_at
+          FROM outbox.subscription_lease l
+          LEFT JOIN outbox.message m
+                 ON m.topic OPERATOR(pg_catalog.=) s.topic
+                AND m.seq OPERATOR(pg_catalog.=) l.seqs[1]
+         WHERE l.sub_id OPERATOR(pg_catalog.=) s.sub_id) ls
   CROSS JOIN LATERAL (
         SELECT pg_catalog.count(*) AS unread,
                pg_catalog.min(m.created_at) AS oldest_created_at
@@ -314,12 +349,12 @@ CREATE TABLE outbox.claim_position (
 COMMENT ON TABLE outbox.claim_position IS
     'Where the search of each topic''s claim position starts when none is kept: every message of the topic below position is finished or deferred.';
 
-REVOKE ALL ON TABLE outbox.claim_position FROM PUBLIC;
+REVOKE ALL ON TABLE outbox.claim_position, outbox.subscription_lease FROM PUBLIC;
 
 /*
  * As a fresh installation does: a database owner who is not a superuser
- * may read it, and grant that on.  Default privileges of the updating role
- * give nothing to anyone else.
+ * may read them, and grant that on.  Default privileges of the updating
+ * role give nothing to anyone else.
  */
 DO $do$
 DECLARE
@@ -327,12 +362,13 @@ DECLARE
     r record;
 BEGIN
     FOR r IN
-        SELECT DISTINCT a.grantee
+        SELECT DISTINCT c.oid::pg_catalog.regclass AS rel, a.grantee
           FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
-         WHERE c.oid OPERATOR(pg_catalog.=) 'outbox.claim_position'::pg_catalog.regclass
+         WHERE c.oid OPERATOR(pg_catalog.=) ANY (ARRAY['outbox.claim_position'::pg_catalog.regclass,
+                                                      'outbox.subscription_lease'::pg_catalog.regclass])
            AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
     LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON TABLE outbox.claim_position FROM %s',
+        EXECUTE pg_catalog.format('REVOKE ALL ON TABLE %s FROM %s', r.rel,
             CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
                  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END);
     END LOOP;
@@ -342,7 +378,7 @@ BEGIN
      WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
        AND NOT ro.rolsuper;
     IF FOUND THEN
-        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.claim_position TO %I WITH GRANT OPTION',
+        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.claim_position, outbox.subscription_lease TO %I WITH GRANT OPTION',
             dbowner);
     END IF;
 END

@@ -537,9 +537,39 @@ CREATE INDEX subscription_state_dead_idx
 COMMENT ON TABLE outbox.subscription_state IS
     'What each named subscription has read and is not done with: leased, retrying, scheduled, blocked by its ordering key, or dead.';
 
+/*
+ * outbox.subscription_lease: the messages a claim of a named subscription
+ * read from its log and leased at once, one row for each read: seqs, the
+ * positions it leased (in order) and still holds, first_seq the first
+ * position it leased.  A message leased so, fresh, without an ordering
+ * key, gets no state row: a claim of a batch writes one row, and the
+ * completion of the batch deletes it.  Whatever else becomes of such a
+ * message (a failure, an extended or released lease, a lease that ran
+ * out) turns the leases of its row into state rows first
+ * (src/outbox_subs_lease.c), as the claim would have written them.  A
+ * message of seqs is not done for its subscription, whatever its frontier
+ * says.
+ */
+CREATE TABLE outbox.subscription_lease (
+    sub_id        integer     NOT NULL,
+    first_seq     bigint      NOT NULL,
+    lease_owner   text        NOT NULL,
+    leased_until  timestamptz NOT NULL,
+    seqs          bigint[]    NOT NULL,
+    CONSTRAINT subscription_lease_pkey PRIMARY KEY (sub_id, first_seq)
+);
+
+-- leases that ran out, by the lease's end first (as subscription_state_lease_idx)
+CREATE INDEX subscription_lease_until_idx
+    ON outbox.subscription_lease (leased_until, sub_id);
+
+COMMENT ON TABLE outbox.subscription_lease IS
+    'Fresh messages without an ordering key that a claim of a named subscription leased, one row per read of the log.';
+
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_state', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_frontier', '');
+SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_lease', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_id_seq', '');
 
 /*
@@ -641,7 +671,7 @@ COMMENT ON FUNCTION outbox.resume(text, text) IS
 /*
  * outbox.subscription_stats: one row per topic and subscription; the
  * default subscription of a topic (subscription NULL) counts outbox.message,
- * a named one its unread messages and its state rows.
+ * a named one its unread messages, its state rows and its leases by range.
  */
 CREATE VIEW outbox.subscription_stats AS
 SELECT d.topic,
@@ -673,11 +703,11 @@ SELECT d.topic,
 UNION ALL
 SELECT s.topic,
        s.name,
-       st.pending OPERATOR(pg_catalog.+) un.unread,
-       st.in_flight,
+       st.pending OPERATOR(pg_catalog.+) ls.pending OPERATOR(pg_catalog.+) un.unread,
+       st.in_flight OPERATOR(pg_catalog.+) ls.in_flight,
        st.dead,
        pg_catalog.now() OPERATOR(pg_catalog.-)
-           LEAST(st.oldest_created_at, un.oldest_created_at),
+           LEAST(st.oldest_created_at, ls.oldest_created_at, un.oldest_created_at),
        (SELECT f.claimed_at FROM outbox.subscription_frontier f
          WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id
          ORDER BY f.next_seq DESC LIMIT 1),
@@ -698,6 +728,16 @@ SELECT s.topic,
                  ON m.topic OPERATOR(pg_catalog.=) s.topic
                 AND m.seq OPERATOR(pg_catalog.=) x.seq
          WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id) st
+  CROSS JOIN LATERAL (
+        SELECT COALESCE(pg_catalog.sum(pg_catalog.cardinality(l.seqs)), 0) AS pending,
+               COALESCE(pg_catalog.sum(pg_catalog.cardinality(l.seqs)) FILTER (
+                   WHERE l.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()), 0) AS in_flight,
+               pg_catalog.min(m.created_at) AS oldest_created_at
+          FROM outbox.subscription_lease l
+          LEFT JOIN outbox.message m
+                 ON m.topic OPERATOR(pg_catalog.=) s.topic
+                AND m.seq OPERATOR(pg_catalog.=) l.seqs[1]
+         WHERE l.sub_id OPERATOR(pg_catalog.=) s.sub_id) ls
   CROSS JOIN LATERAL (
         SELECT pg_catalog.count(*) AS unread,
                pg_catalog.min(m.created_at) AS oldest_created_at
@@ -872,8 +912,8 @@ COMMENT ON FUNCTION outbox.worker_status() IS
  */
 REVOKE ALL ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats,
     outbox.route_secrets, outbox.route_http_stats, outbox.subscription,
-    outbox.subscription_state, outbox.subscription_frontier, outbox.subscription_stats,
-    outbox.claim_position FROM PUBLIC;
+    outbox.subscription_state, outbox.subscription_frontier, outbox.subscription_lease,
+    outbox.subscription_stats, outbox.claim_position FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox FROM PUBLIC;
 
 -- Default privileges the installing role set up must not open the tables
@@ -916,7 +956,7 @@ BEGIN
     IF FOUND THEN
         EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA outbox TO %I WITH GRANT OPTION', dbowner);
         EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA outbox TO %I WITH GRANT OPTION', dbowner);
-        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats, outbox.route_http_stats, outbox.subscription, outbox.subscription_state, outbox.subscription_frontier, outbox.subscription_stats, outbox.claim_position TO %I WITH GRANT OPTION', dbowner);
+        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats, outbox.route_http_stats, outbox.subscription, outbox.subscription_state, outbox.subscription_frontier, outbox.subscription_lease, outbox.subscription_stats, outbox.claim_position TO %I WITH GRANT OPTION', dbowner);
     END IF;
 END
 $do$;

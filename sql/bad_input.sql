@@ -49,6 +49,7 @@ LANGUAGE sql AS $$
                || '#' || coalesce((SELECT string_agg(s::text, '|' ORDER BY s.topic) FROM outbox.route_secrets s), '')
                || '#' || coalesce((SELECT string_agg(u::text, '|' ORDER BY u.sub_id) FROM outbox.subscription u), '')
                || '#' || coalesce((SELECT string_agg(x::text, '|' ORDER BY x.sub_id, x.seq) FROM outbox.subscription_state x), '')
+               || '#' || coalesce((SELECT string_agg(l::text, '|' ORDER BY l.sub_id, l.first_seq) FROM outbox.subscription_lease l), '')
                || '#' || coalesce((SELECT string_agg(v::text, '|' ORDER BY v.note) FROM bad_input.victim v), ''))
 $$;
 
@@ -150,7 +151,7 @@ SELECT id, topic, attempts, leased_until IS NOT NULL AS leased, lease_owner,
   FROM outbox.message ORDER BY id;
 SELECT s.topic, s.name, x.id, x.attempts, x.leased_until IS NOT NULL AS leased, x.lease_owner,
        x.dead_at IS NOT NULL AS dead
-  FROM outbox.subscription_state x JOIN outbox.subscription s USING (sub_id)
+  FROM regress.held() x JOIN outbox.subscription s USING (sub_id)
  ORDER BY x.id;
 SELECT bad_input.state() AS fixture \gset
 

@@ -60,3 +60,25 @@ SELECT regress.err('SELECT 1');
 SELECT regress.id(42);
 SELECT regress.reset();
 SELECT regress.state() = md5('#') AS empty;
+
+-- What the named subscriptions hold of their messages, one row per
+-- message: their state rows, and their leases by range (a fresh message
+-- without an ordering key that a claim leased: attempt 1).  A function, not
+-- a view, so that DROP EXTENSION does not depend on it.
+CREATE FUNCTION regress.held()
+RETURNS TABLE (sub_id integer, seq bigint, id uuid, ordering_key text,
+               available_at timestamptz, blocked boolean, hole boolean,
+               attempts integer, leased_until timestamptz, lease_owner text,
+               dead_at timestamptz, last_error text, by_range boolean)
+LANGUAGE sql AS $$
+    SELECT x.sub_id, x.seq, x.id, x.ordering_key, x.available_at, x.blocked, x.hole,
+           x.attempts, x.leased_until, x.lease_owner, x.dead_at, x.last_error, false
+      FROM outbox.subscription_state x
+    UNION ALL
+    SELECT l.sub_id, q.seq, m.id, m.ordering_key, l.leased_until, false, false,
+           1, l.leased_until, l.lease_owner, NULL, NULL, true
+      FROM outbox.subscription_lease l
+      JOIN outbox.subscription s ON s.sub_id = l.sub_id
+     CROSS JOIN LATERAL unnest(l.seqs) AS q(seq)
+      JOIN outbox.message m ON m.topic = s.topic AND m.seq = q.seq
+$$;

@@ -23,18 +23,18 @@ SELECT topic, count(*) FROM outbox.claim('w', NULL, 4, 30, 'search') GROUP BY to
 SELECT topic, count(*) FROM outbox.claim('w', NULL, 10, 30, 'search') GROUP BY topic ORDER BY topic;
 SELECT count(*) AS nothing_left FROM outbox.claim('w', NULL, 10, 30, 'search');
 SELECT count(*) AS search_leases, count(DISTINCT x.id) AS messages
-  FROM outbox.subscription_state x JOIN outbox.subscription s USING (sub_id)
+  FROM regress.held() x JOIN outbox.subscription s USING (sub_id)
  WHERE s.name = 'search' AND x.leased_until IS NOT NULL;
 
 -- complete_and_claim across topics: completes, then claims what a resume brings
 SELECT outbox.resume('xc', 'search');
 SELECT count(*) AS claimed_after_resume
-  FROM outbox.complete_and_claim(ARRAY(SELECT x.id FROM outbox.subscription_state x
+  FROM outbox.complete_and_claim(ARRAY(SELECT x.id FROM regress.held() x
                                          JOIN outbox.subscription s USING (sub_id)
                                         WHERE s.name = 'search' AND s.topic IN ('xa', 'xb')),
                                  'w', NULL, 10, 30, 'search');
 SELECT s.topic, count(x.*) AS state_rows
-  FROM outbox.subscription s LEFT JOIN outbox.subscription_state x USING (sub_id)
+  FROM outbox.subscription s LEFT JOIN regress.held() x USING (sub_id)
  WHERE s.name = 'search' GROUP BY s.topic ORDER BY s.topic;
 
 -- the other subscription, and the default ones, were not touched

@@ -30,7 +30,7 @@ RETURNS TABLE (attempts integer, lease_owner text, leased boolean, dead boolean,
 LANGUAGE sql AS $$
     SELECT x.attempts, x.lease_owner, coalesce(x.leased_until > clock_timestamp(), false),
            x.dead_at IS NOT NULL, x.last_error
-      FROM outbox.subscription_state x
+      FROM regress.held() x
       JOIN outbox.subscription sub ON sub.sub_id = x.sub_id
      WHERE sub.topic = t AND sub.name = s AND x.id = regress.id(n)
 $$;
@@ -126,7 +126,7 @@ SELECT outbox.complete_many(ARRAY[regress.id(4)], 'wb2', 'b') AS b_completed;
 SELECT outbox.complete_many(ARRAY[regress.id(4)], 'wa', 'a') AS a_completed;
 SELECT outbox.complete_many(ARRAY[regress.id(4)], 'wa2', 'a') AS a_completed;
 SELECT outbox.complete_many('{}', 'wa', 'a') AS none;
-SELECT count(*) AS state_rows FROM outbox.subscription_state;
+SELECT count(*) AS state_rows FROM regress.held();
 SELECT count(*) FILTER (WHERE delivered_at IS NULL) AS default_undelivered FROM outbox.message;
 SELECT outbox.complete_many(ARRAY[regress.id(1), regress.id(2), regress.id(3)], 'wd', NULL) AS default_completed;
 
@@ -215,18 +215,18 @@ SELECT outbox.fail(regress.id(3), 'wb', 'boom 3', 'b');
 SELECT outbox.fail(regress.id(3), 'wd', 'boom 3');
 RESET outbox.max_attempts;
 SELECT s.topic, s.name, count(*) FILTER (WHERE x.dead_at IS NOT NULL) AS dead
-  FROM outbox.subscription s LEFT JOIN outbox.subscription_state x USING (sub_id)
+  FROM outbox.subscription s LEFT JOIN regress.held() x USING (sub_id)
  GROUP BY 1, 2 ORDER BY 1, 2;
 SELECT outbox.retry_dead_topic('f', 'a') AS f_a;
 SELECT outbox.retry_dead_topic('f', 'a') AS f_a_again;
 SELECT s.topic, s.name, count(*) FILTER (WHERE x.dead_at IS NOT NULL) AS dead
-  FROM outbox.subscription s LEFT JOIN outbox.subscription_state x USING (sub_id)
+  FROM outbox.subscription s LEFT JOIN regress.held() x USING (sub_id)
  GROUP BY 1, 2 ORDER BY 1, 2;
 SELECT count(*) FILTER (WHERE dead_at IS NOT NULL) AS default_dead FROM outbox.message;
 SELECT pg_temp.claimed('wa', 'f', 'a') AS f_a_revived;
 SELECT outbox.retry_dead_topic('g', 'a') AS g_a, outbox.retry_dead_topic('f', 'b') AS f_b,
        outbox.retry_dead_topic('f') AS f_default;
-SELECT count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead_left FROM outbox.subscription_state;
+SELECT count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead_left FROM regress.held();
 
 --
 -- ordering keys: per subscription, independent across subscriptions
@@ -341,7 +341,7 @@ SELECT outbox.unsubscribe('u', 'a') AS dropped;
 SELECT outbox.unsubscribe('u', 'a') AS dropped_again;
 SELECT outbox.unsubscribe('u', 'nope') AS unknown;
 SELECT name FROM outbox.subscription ORDER BY name;
-SELECT count(*) AS state_rows_of_b FROM outbox.subscription_state;
+SELECT count(*) AS state_rows_of_b FROM regress.held();
 -- the old lease owner's calls find nothing
 SELECT outbox.complete(regress.id(1), 'wa', 'a') AS complete,
        outbox.fail(regress.id(2), 'wa', 'boom', 'a') AS fail,
@@ -380,7 +380,7 @@ SELECT outbox.purge('0') AS purged \gset first_
 SELECT :first_purged + outbox.purge('0') AS purged;
 SELECT payload->>'n' AS n FROM outbox.message ORDER BY seq;
 SELECT count(*) AS state_rows, count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead_rows
-  FROM outbox.subscription_state;
+  FROM regress.held();
 -- a dead row younger than the horizon is kept, and so is its message
 SELECT outbox.complete(regress.id(3), 'wa', 'a');
 SELECT outbox.purge('0') AS purged;
@@ -393,7 +393,7 @@ RESET outbox.max_attempts;
 UPDATE outbox.message SET delivered_at = clock_timestamp() - interval '2 days' WHERE id = regress.id(4);
 SELECT outbox.purge('1 day') AS purged;
 SELECT count(*) AS messages FROM outbox.message;
-SELECT count(*) AS dead_rows FROM outbox.subscription_state WHERE dead_at IS NOT NULL;
+SELECT count(*) AS dead_rows FROM regress.held() WHERE dead_at IS NOT NULL;
 
 --
 -- errors
@@ -505,10 +505,10 @@ SELECT count(*) AS claimed FROM outbox.claim('w', 'kl', 500, 60, 's');
 SELECT count(*) AS claimed FROM outbox.claim('w', 'kl', 500, 60, 's');
 BEGIN;
 SELECT count(*) FILTER (WHERE outbox.complete(x.id, 'w', 's')) AS completed
-  FROM outbox.subscription_state x;
+  FROM regress.held() x;
 SELECT * FROM pg_temp.key_locks();
 COMMIT;
-SELECT count(*) AS state_rows FROM outbox.subscription_state;
+SELECT count(*) AS state_rows FROM regress.held();
 
 -- A failure in the default subscription moves the message's available_at
 -- to its next attempt there; a named subscription that reads the message
@@ -541,5 +541,5 @@ SELECT count(*) AS claimed, count(*) FILTER (WHERE available_at <= now()) AS due
 
 SELECT pg_temp.reset();
 SELECT count(*) AS subscriptions FROM outbox.subscription;
-SELECT count(*) AS state_rows FROM outbox.subscription_state;
+SELECT count(*) AS state_rows FROM regress.held();
 RESET TimeZone;

@@ -86,23 +86,30 @@ SAVED_STATEMENT(stmt_purge_delete) = {
  * past it (its frontier) and without a state row; and when the topic's default
  * subscription was dropped, it does not wait for that one.
  */
-SAVED_STATEMENT(stmt_purge_delete_subs) = {
-	"DELETE FROM outbox.message m WHERE m.ctid OPERATOR(pg_catalog.=) ANY ($1)"
-	" AND (" PURGE_FINISHED("$2") " OR (m.created_at OPERATOR(pg_catalog.<) $2"
-	"  AND EXISTS (SELECT 1 FROM outbox.subscription t"
-	"   WHERE t.topic OPERATOR(pg_catalog.=) m.topic AND t.name IS NULL"
-	"   AND t.paused_until IS NULL)))"
-	" AND NOT EXISTS (SELECT 1 FROM outbox.subscription s"
-	"  WHERE s.topic OPERATOR(pg_catalog.=) m.topic AND s.name IS NOT NULL"
-	"  AND s.expired_at IS NULL"
-	"  AND (m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f"
-	"    WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)"
-	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state x"
-	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id"
-	"    AND x.seq OPERATOR(pg_catalog.=) m.seq)))",
-	SPI_OK_DELETE,
-	2, {TIDARRAYOID, TIMESTAMPTZOID}
-};
+#define PURGE_DELETE_SUBS(leases) { \
+	"DELETE FROM outbox.message m WHERE m.ctid OPERATOR(pg_catalog.=) ANY ($1)" \
+	" AND (" PURGE_FINISHED("$2") " OR (m.created_at OPERATOR(pg_catalog.<) $2" \
+	"  AND EXISTS (SELECT 1 FROM outbox.subscription t" \
+	"   WHERE t.topic OPERATOR(pg_catalog.=) m.topic AND t.name IS NULL" \
+	"   AND t.paused_until IS NULL)))" \
+	" AND NOT EXISTS (SELECT 1 FROM outbox.subscription s" \
+	"  WHERE s.topic OPERATOR(pg_catalog.=) m.topic AND s.name IS NOT NULL" \
+	"  AND s.expired_at IS NULL" \
+	"  AND (m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f" \
+	"    WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)" \
+	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state x" \
+	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id" \
+	"    AND x.seq OPERATOR(pg_catalog.=) m.seq)" leases "))", \
+	SPI_OK_DELETE, \
+	2, {TIDARRAYOID, TIMESTAMPTZOID} }
+SAVED_STATEMENT(stmt_purge_delete_subs_v14) = PURGE_DELETE_SUBS("");
+/* 1.5: nor in a lease by range (outbox_subs_lease.c) */
+SAVED_STATEMENT(stmt_purge_delete_subs) = PURGE_DELETE_SUBS(
+	"   OR EXISTS (SELECT 1 FROM (SELECT l.seqs FROM outbox.subscription_lease l"
+	"    WHERE l.sub_id OPERATOR(pg_catalog.=) s.sub_id"
+	"    AND l.first_seq OPERATOR(pg_catalog.<=) m.seq"
+	"    ORDER BY l.first_seq DESC LIMIT 1) l"
+	"    WHERE m.seq OPERATOR(pg_catalog.=) ANY (l.seqs))");
 
 SAVED_STATEMENT(stmt_purge_marker_scan) = {
 	"SELECT ctid FROM outbox.processed WHERE processed_at OPERATOR(pg_catalog.<) $1",
@@ -240,7 +247,7 @@ obx_purge_streams(TimestampTz horizon, int64 max_rows, SavedStatement *del)
 
 		args[0] = PointerGetDatum(topic);
 		args[1] = TimestampTzGetDatum(horizon);
-		portal = SpiOpenCursor(del == &stmt_purge_delete_subs ?
+		portal = SpiOpenCursor(del != &stmt_purge_delete ?
 							   &stmt_purge_stream_subs : &stmt_purge_stream, args, NULL);
 		want = 8;
 		while (!young && (max_rows < 0 || seen < max_rows))
@@ -308,7 +315,9 @@ StorePurge(TimestampTz horizon, int64 max_rows)
 	{
 		SubsExpire(GetCurrentTimestamp());
 		SubsPurgeDead(horizon);
-		deleted = obx_purge_streams(horizon, max_rows, &stmt_purge_delete_subs);
+		deleted = obx_purge_streams(horizon, max_rows,
+									SubsLeaseRows() ? &stmt_purge_delete_subs :
+									&stmt_purge_delete_subs_v14);
 	}
 	else if (StreamSchema())
 		deleted = obx_purge_streams(horizon, max_rows, &stmt_purge_delete);

@@ -145,18 +145,24 @@ SAVED_STATEMENT(stmt_next_due_now) = {
  * the worker must not sleep past that.  Leases that ran out before $3
  * were seen by this backend's claims (SubsLeasesSeen).
  */
-SAVED_STATEMENT(stmt_next_due_wait) = {
-	"SELECT LEAST("
-	" (SELECT pg_catalog.min(x.available_at) FROM outbox.subscription_state x"
-	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.dead_at IS NULL"
-	"  AND NOT x.blocked AND NOT x.hole AND x.leased_until IS NULL),"
-	" (SELECT pg_catalog.min(CASE WHEN x.leased_until OPERATOR(pg_catalog.>) $2"
-	"   THEN x.leased_until ELSE $2 OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval END)"
-	"  FROM outbox.subscription_state x"
-	"  WHERE x.leased_until OPERATOR(pg_catalog.>) $3 AND x.leased_until IS NOT NULL"
-	"  AND x.dead_at IS NULL AND x.sub_id OPERATOR(pg_catalog.=) $1))",
-	SPI_OK_SELECT, 3, {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
-};
+#define NEXT_DUE_WAIT(leases) { \
+	"SELECT LEAST(" \
+	" (SELECT pg_catalog.min(x.available_at) FROM outbox.subscription_state x" \
+	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.dead_at IS NULL" \
+	"  AND NOT x.blocked AND NOT x.hole AND x.leased_until IS NULL)," \
+	" (SELECT pg_catalog.min(CASE WHEN x.leased_until OPERATOR(pg_catalog.>) $2" \
+	"   THEN x.leased_until ELSE $2 OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval END)" \
+	"  FROM outbox.subscription_state x" \
+	"  WHERE x.leased_until OPERATOR(pg_catalog.>) $3 AND x.leased_until IS NOT NULL" \
+	"  AND x.dead_at IS NULL AND x.sub_id OPERATOR(pg_catalog.=) $1)" leases ")", \
+	SPI_OK_SELECT, 3, {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID} }
+SAVED_STATEMENT(stmt_next_due_wait_v14) = NEXT_DUE_WAIT("");
+/* 1.5: and the leases by range */
+SAVED_STATEMENT(stmt_next_due_wait) = NEXT_DUE_WAIT(
+	", (SELECT pg_catalog.min(CASE WHEN l.leased_until OPERATOR(pg_catalog.>) $2"
+	"   THEN l.leased_until ELSE $2 OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval END)"
+	"  FROM outbox.subscription_lease l"
+	"  WHERE l.leased_until OPERATOR(pg_catalog.>) $3 AND l.sub_id OPERATOR(pg_catalog.=) $1)");
 
 SAVED_STATEMENT(stmt_extend) = {
 	"UPDATE outbox.subscription_state x SET leased_until = $4, available_at = $4"
@@ -319,10 +325,24 @@ obx_lock_keyed(SavedStatement *keyed, Datum *args)
 	pfree(keys);
 }
 
-/* complete and complete_many: the rows go, the keys they held move on */
+/* a uuid[] of the one message id */
+static Datum
+obx_one_id(pg_uuid_t *id)
+{
+	Datum		elem = UUIDPGetDatum(id);
+
+	return PointerGetDatum(construct_array(&elem, 1, UUIDOID, UUID_LEN, false,
+										   TYPALIGN_CHAR));
+}
+
+/*
+ * complete and complete_many: the state rows go, the keys they held move
+ * on; then the leases by range of the n messages (ids, a uuid[]) that had
+ * no state row.
+ */
 static int64
-obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, text *owner,
-			 text *name)
+obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
+			 int n, text *owner, text *name)
 {
 	Datum		args[5];
 	int64		done;
@@ -337,6 +357,8 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, text *owner,
 	done = (int64) SpiExecute(stmt, args, NULL, false, 0);
 	if (done > 0)
 		SubsPromoteReturned(1, 2);
+	if (done < n && SubsLeaseRows())
+		done += SubsLeaseComplete(ids, owner, name);
 	SpiFinish();
 	return done;
 }
@@ -344,15 +366,27 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, text *owner,
 bool
 SubsComplete(pg_uuid_t *id, text *owner, text *name)
 {
-	return obx_complete(&stmt_keyed, &stmt_complete, UUIDPGetDatum(id), owner,
-						name) > 0;
+	return obx_complete(&stmt_keyed, &stmt_complete, UUIDPGetDatum(id),
+						obx_one_id(id), 1, owner, name) > 0;
 }
 
 int64
 SubsCompleteMany(ArrayType *ids, text *owner, text *name)
 {
 	return obx_complete(&stmt_keyed_many, &stmt_complete_many,
-						PointerGetDatum(ids), owner, name);
+						PointerGetDatum(ids), PointerGetDatum(ids),
+						ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)), owner, name);
+}
+
+/*
+ * The leases by range that owner holds on ids (a uuid[]) become state
+ * rows, for a statement that finds leases only there: false when there
+ * were none.  Runs inside the caller's SPI connection.
+ */
+static bool
+obx_leases_to_state(Datum ids, text *owner, text *name)
+{
+	return SubsLeaseRows() && SubsLeaseToState(ids, owner, name) > 0;
 }
 
 /*
@@ -390,7 +424,9 @@ SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now,
 	args[4] = Int32GetDatum(outbox_max_attempts);
 	SpiConnect();
 	obx_lock_keyed(&stmt_keyed, args);
-	if (SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0)
+	if (SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0 &&
+		(!obx_leases_to_state(obx_one_id(id), owner, name) ||
+		 SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0))
 	{
 		SpiFinish();
 		return false;
@@ -443,11 +479,18 @@ SubsExtend(pg_uuid_t *id, text *owner, int lease_seconds, text *name,
 {
 	Datum		args[4];
 
+	bool		done;
+
 	args[0] = UUIDPGetDatum(id);
 	args[1] = PointerGetDatum(name);
 	args[2] = PointerGetDatum(owner);
 	args[3] = TimestampTzGetDatum(now + (int64) lease_seconds * USECS_PER_SEC);
-	return SpiRun(&stmt_extend, args, NULL) > 0;
+	SpiConnect();
+	done = SpiExecute(&stmt_extend, args, NULL, false, 0) > 0 ||
+		(obx_leases_to_state(obx_one_id(id), owner, name) &&
+		 SpiExecute(&stmt_extend, args, NULL, false, 0) > 0);
+	SpiFinish();
+	return done;
 }
 
 /*
@@ -459,11 +502,19 @@ SubsRelease(ArrayType *ids, text *owner, text *name, TimestampTz now)
 {
 	Datum		args[4];
 
+	int64		released;
+
 	args[0] = PointerGetDatum(ids);
 	args[1] = PointerGetDatum(name);
 	args[2] = PointerGetDatum(owner);
 	args[3] = TimestampTzGetDatum(now);
-	return (int64) SpiRun(&stmt_release, args, NULL);
+	SpiConnect();
+	released = (int64) SpiExecute(&stmt_release, args, NULL, false, 0);
+	if (released < ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)) &&
+		obx_leases_to_state(PointerGetDatum(ids), owner, name))
+		released += (int64) SpiExecute(&stmt_release, args, NULL, false, 0);
+	SpiFinish();
+	return released;
 }
 
 /*
@@ -520,7 +571,8 @@ obx_next_wait(int32 sub, TimestampTz now)
 	args[0] = Int32GetDatum(sub);
 	args[1] = TimestampTzGetDatum(now);
 	args[2] = TimestampTzGetDatum(SubsLeasesSeen(sub, now));
-	if (!SpiRunFirstRow(&stmt_next_due_wait, args, NULL, &next, &isnull, 1) || isnull)
+	if (!SpiRunFirstRow(SubsLeaseRows() ? &stmt_next_due_wait : &stmt_next_due_wait_v14,
+						args, NULL, &next, &isnull, 1) || isnull)
 		next = TimestampTzGetDatum(DT_NOEND);
 	w->relid = relid;
 	w->sub_id = sub;

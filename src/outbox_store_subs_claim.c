@@ -115,43 +115,72 @@ SAVED_STATEMENT(stmt_dead_keys) = {
  * or hole is blocked when an earlier one of its key is not done: in this
  * read, or in a state row.  Returns the messages, in position order; the
  * leased ones have a lease owner.
+ *
+ * With the tables of 1.5, the messages leased at once that have no
+ * ordering key get no state row: one row of outbox.subscription_lease
+ * holds them all (outbox_subs_lease.c).  The others get a state row each:
+ * leased keyed heads, messages not due yet, blocked ones and holes.
  */
-SAVED_STATEMENT(stmt_claim_fresh) = {
-	"WITH f AS MATERIALIZED (SELECT e.*, e.ordering_key IS NOT NULL AND ("
-	"   pg_catalog.row_number() OVER (PARTITION BY e.ordering_key ORDER BY e.seq)"
-	"    OPERATOR(pg_catalog.>) 1"
-	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state k"
-	"    WHERE k.sub_id OPERATOR(pg_catalog.=) $1"
-	"    AND k.ordering_key OPERATOR(pg_catalog.=) e.ordering_key AND k.dead_at IS NULL"
-	"    AND k.seq OPERATOR(pg_catalog.<) e.seq)) AS blocked"
-	"  FROM (SELECT m.id, m.topic, m.event_type, m.payload, m.created_at,"
-	"    " SUBS_DUE_AT("m") " AS available_at, m.seq, m.ordering_key, false AS hole"
-	"    FROM outbox.message m"
-	"    WHERE m.id OPERATOR(pg_catalog.=) ANY ($3)"
-	"   UNION ALL"
-	"   SELECT h.id, $2, NULL::pg_catalog.text, NULL::pg_catalog.jsonb,"
-	"    NULL::pg_catalog.timestamptz, h.available_at, h.seq,"
-	"    h.ordering_key COLLATE pg_catalog.\"C\", true"
-	"   FROM ROWS FROM (pg_catalog.unnest($4::pg_catalog.int8[]),"
-	"    pg_catalog.unnest($5::pg_catalog.uuid[]), pg_catalog.unnest($9::pg_catalog.text[]),"
-	"    pg_catalog.unnest($10::pg_catalog.timestamptz[]))"
-	"    AS h(seq, id, ordering_key, available_at)) e),"
-	" t AS (SELECT f.*, NOT f.hole AND NOT f.blocked"
-	"  AND f.available_at OPERATOR(pg_catalog.<=) $6 AS take FROM f),"
-	" i AS (INSERT INTO outbox.subscription_state (sub_id, seq, id, ordering_key,"
-	"   available_at, blocked, hole, attempts, leased_until, lease_owner)"
-	"  SELECT $1, t.seq, t.id, t.ordering_key,"
-	"   CASE WHEN t.take THEN $7 ELSE t.available_at END, t.blocked, t.hole,"
-	"   CASE WHEN t.take THEN 1 ELSE 0 END,"
+#define CLAIM_FRESH_READ \
+	"WITH f AS MATERIALIZED (SELECT e.*, e.ordering_key IS NOT NULL AND (" \
+	"   pg_catalog.row_number() OVER (PARTITION BY e.ordering_key ORDER BY e.seq)" \
+	"    OPERATOR(pg_catalog.>) 1" \
+	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state k" \
+	"    WHERE k.sub_id OPERATOR(pg_catalog.=) $1" \
+	"    AND k.ordering_key OPERATOR(pg_catalog.=) e.ordering_key AND k.dead_at IS NULL" \
+	"    AND k.seq OPERATOR(pg_catalog.<) e.seq)) AS blocked" \
+	"  FROM (SELECT m.id, m.topic, m.event_type, m.payload, m.created_at," \
+	"    " SUBS_DUE_AT("m") " AS available_at, m.seq, m.ordering_key, false AS hole" \
+	"    FROM outbox.message m" \
+	"    WHERE m.id OPERATOR(pg_catalog.=) ANY ($3)" \
+	"   UNION ALL" \
+	"   SELECT h.id, $2, NULL::pg_catalog.text, NULL::pg_catalog.jsonb," \
+	"    NULL::pg_catalog.timestamptz, h.available_at, h.seq," \
+	"    h.ordering_key COLLATE pg_catalog.\"C\", true" \
+	"   FROM ROWS FROM (pg_catalog.unnest($4::pg_catalog.int8[])," \
+	"    pg_catalog.unnest($5::pg_catalog.uuid[]), pg_catalog.unnest($9::pg_catalog.text[])," \
+	"    pg_catalog.unnest($10::pg_catalog.timestamptz[]))" \
+	"    AS h(seq, id, ordering_key, available_at)) e)," \
+	" t AS (SELECT f.*, NOT f.hole AND NOT f.blocked" \
+	"  AND f.available_at OPERATOR(pg_catalog.<=) $6 AS take FROM f)," \
+	" i AS (INSERT INTO outbox.subscription_state (sub_id, seq, id, ordering_key," \
+	"   available_at, blocked, hole, attempts, leased_until, lease_owner)" \
+	"  SELECT $1, t.seq, t.id, t.ordering_key," \
+	"   CASE WHEN t.take THEN $7 ELSE t.available_at END, t.blocked, t.hole," \
+	"   CASE WHEN t.take THEN 1 ELSE 0 END," \
 	"   CASE WHEN t.take THEN $7 END, CASE WHEN t.take THEN $8 END FROM t"
+
+#define CLAIM_FRESH_ARGTYPES \
+	{INT4OID, TEXTOID, UUIDARRAYOID, INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, \
+	 TIMESTAMPTZOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID}
+
+/* 1.4: a state row for each message read */
+SAVED_STATEMENT(stmt_claim_fresh_v14) = {
+	CLAIM_FRESH_READ
 	"  RETURNING seq, attempts, leased_until, lease_owner)"
 	" SELECT f.id, f.topic, f.event_type, f.payload, f.created_at, f.available_at,"
 	" i.attempts, i.leased_until, i.lease_owner, NULL::pg_catalog.timestamptz,"
 	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, f.seq, false, f.ordering_key"
 	" FROM f JOIN i ON i.seq OPERATOR(pg_catalog.=) f.seq WHERE NOT f.hole ORDER BY f.seq",
-	SPI_OK_SELECT, 10,
-	{INT4OID, TEXTOID, UUIDARRAYOID, INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID,
-	 TIMESTAMPTZOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID}
+	SPI_OK_SELECT, 10, CLAIM_FRESH_ARGTYPES
+};
+
+/* 1.5: the messages leased without a key in one lease row */
+SAVED_STATEMENT(stmt_claim_fresh) = {
+	CLAIM_FRESH_READ
+	"  WHERE NOT t.take OR t.ordering_key IS NOT NULL"
+	"  RETURNING seq, attempts, leased_until, lease_owner),"
+	" r AS (INSERT INTO outbox.subscription_lease (sub_id, first_seq, lease_owner,"
+	"   leased_until, seqs)"
+	"  SELECT $1, pg_catalog.min(t.seq), $8, $7, pg_catalog.array_agg(t.seq ORDER BY t.seq)"
+	"  FROM t WHERE t.take AND t.ordering_key IS NULL"
+	"  HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0)"
+	" SELECT t.id, t.topic, t.event_type, t.payload, t.created_at, t.available_at,"
+	" COALESCE(i.attempts, 1), CASE WHEN i.seq IS NULL THEN $7 ELSE i.leased_until END,"
+	" CASE WHEN i.seq IS NULL THEN $8 ELSE i.lease_owner END, NULL::pg_catalog.timestamptz,"
+	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, t.seq, false, t.ordering_key"
+	" FROM t LEFT JOIN i ON i.seq OPERATOR(pg_catalog.=) t.seq WHERE NOT t.hole ORDER BY t.seq",
+	SPI_OK_SELECT, 10, CLAIM_FRESH_ARGTYPES
 };
 
 /* whether stmt_dead_mark (same arguments) has a row to make dead */
@@ -421,7 +450,8 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 			 * whose entries of leased rows a held snapshot keeps.
 			 */
 			args[5] = TimestampTzGetDatum(Max(req->now, GetCurrentTimestamp()));
-			(void) SpiExecute(&stmt_claim_fresh, args, nulls, false, 0);
+			(void) SpiExecute(SubsLeaseRows() ? &stmt_claim_fresh : &stmt_claim_fresh_v14,
+							  args, nulls, false, 0);
 			got += SubsSinkRows(sink, &last);
 		}
 		next = end;
@@ -584,6 +614,19 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 
 	if (look)
 	{
+		/*
+		 * Leases by range that ran out become state rows first, which the
+		 * look then takes over, or makes dead after their last attempt:
+		 * that needs the subscription's lock, else the next look (a
+		 * second later) starts where this one did.
+		 */
+		if (SubsLeaseRows() && SubsLeaseExpiredToState(sub32, req->now, low) > 0)
+		{
+			if (locked)
+				(void) obx_dead(sub, req, low, true);
+			else
+				SubsLeaseCheckAgain(sub32, low);
+		}
 		got = SubsClaimExpired(args, sink);
 		if (got >= req->batch_size)
 			SubsLeaseCheckAgain(sub32, low);

@@ -65,6 +65,11 @@ extern bool SubsRetryDead(pg_uuid_t *id, text *name, TimestampTz now);
 extern int64 SubsRetryDeadTopic(text *topic, text *name, TimestampTz now);
 extern void SubsPurgeDead(TimestampTz horizon);
 
+/* leases by range (outbox_subs_lease.c) */
+extern bool SubsLeaseRows(void);
+extern int64 SubsLeaseComplete(Datum ids, text *owner, text *name);
+extern int64 SubsLeaseToState(Datum ids, text *owner, text *name);
+extern int64 SubsLeaseExpiredToState(int32 sub, TimestampTz now, TimestampTz low);
 /* expiry (outbox_subs_manage.c) */
 extern void SubsExpire(TimestampTz now);
 

@@ -51,7 +51,7 @@
  * snapshot those indexes keep an entry for every row deleted since, and
  * each claim would pass them all for every subscription of the name.
  */
-#define SUBS_WITH_WORK(routed) \
+#define SUBS_WITH_WORK(routed, leases) \
 	"SELECT s.sub_id, s.topic FROM outbox.subscription s" \
 	" WHERE s.name OPERATOR(pg_catalog.=) $1 AND s.expired_at IS NULL" \
 	" AND (s.paused_until IS NULL OR s.paused_until OPERATOR(pg_catalog.<=) $2)" \
@@ -69,6 +69,7 @@
 	"   AND x.leased_until OPERATOR(pg_catalog.>) " \
 	SUBS_MARK_OF("$7", "$8", "'-infinity'::pg_catalog.timestamptz") \
 	"   AND x.dead_at IS NULL AND x.sub_id OPERATOR(pg_catalog.=) s.sub_id)" \
+	leases \
 	"  OR EXISTS (SELECT 1 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic" \
 	"   AND m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f" \
 	"    WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id AND f.next_seq OPERATOR(pg_catalog.>=) " \
@@ -81,15 +82,23 @@
 	 INT4ARRAYOID, TIMESTAMPTZARRAYOID}
 
 SAVED_STATEMENT(stmt_with_work) = {
-	SUBS_WITH_WORK(""),
+	SUBS_WITH_WORK("", ""),
 	SPI_OK_SELECT, 8, SUBS_WITH_WORK_TYPES, OBX_SCANS_INDEX_OR_BITMAP
 };
 
-/* 1.5: not those a route delivers */
+/*
+ * 1.5: not those a route delivers; and with leases by range that ran out
+ * (outbox_subs_lease.c), seen as the state rows' leases are
+ */
 SAVED_STATEMENT(stmt_with_work_v15) = {
 	SUBS_WITH_WORK(" AND NOT EXISTS (SELECT 1 FROM outbox.routes r"
 				   "  WHERE r.topic OPERATOR(pg_catalog.=) s.topic"
-				   "  AND r.subscription OPERATOR(pg_catalog.=) s.name)"),
+				   "  AND r.subscription OPERATOR(pg_catalog.=) s.name)",
+				   "  OR EXISTS (SELECT 1 FROM outbox.subscription_lease l"
+				   "   WHERE l.leased_until OPERATOR(pg_catalog.<=) $2"
+				   "   AND l.leased_until OPERATOR(pg_catalog.>) "
+				   SUBS_MARK_OF("$7", "$8", "'-infinity'::pg_catalog.timestamptz")
+				   "   AND l.sub_id OPERATOR(pg_catalog.=) s.sub_id)"),
 	SPI_OK_SELECT, 8, SUBS_WITH_WORK_TYPES, OBX_SCANS_INDEX_OR_BITMAP
 };
 

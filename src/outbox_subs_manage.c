@@ -139,6 +139,11 @@ SAVED_STATEMENT(stmt_drop_frontier) = {
 	SPI_OK_DELETE, 1, {INT4OID}
 };
 
+SAVED_STATEMENT(stmt_drop_leases) = {
+	"DELETE FROM outbox.subscription_lease WHERE sub_id OPERATOR(pg_catalog.=) $1",
+	SPI_OK_DELETE, 1, {INT4OID}
+};
+
 SAVED_STATEMENT(stmt_pause) = {
 	"UPDATE outbox.subscription SET paused_until = $3"
 	" WHERE topic OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
@@ -156,23 +161,27 @@ SAVED_STATEMENT(stmt_routed) = {
 
 /*
  * The subscriptions whose oldest pending message (the first unread one, or
- * the first of its state rows not dead) was created before $2 expire at $1.
+ * the first of its state rows not dead, or with the tables of 1.5 the
+ * first of its leases by range) was created before $2 expire at $1.
  */
-SAVED_STATEMENT(stmt_expire) = {
-	"UPDATE outbox.subscription s SET expired_at = $1"
-	" WHERE s.expired_at IS NULL AND s.name IS NOT NULL AND EXISTS ("
-	"  SELECT 1 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic"
-	"  AND m.seq OPERATOR(pg_catalog.=) LEAST("
-	"   (SELECT pg_catalog.min(x.seq) FROM outbox.subscription_state x"
-	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL),"
-	"   (SELECT pg_catalog.min(u.seq) FROM outbox.message u"
-	"    WHERE u.topic OPERATOR(pg_catalog.=) s.topic"
-	"    AND u.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f"
-	"     WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)))"
-	"  AND m.created_at OPERATOR(pg_catalog.<) $2)"
-	" RETURNING s.topic, s.name",
-	SPI_OK_UPDATE_RETURNING, 2, {TIMESTAMPTZOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP
-};
+#define EXPIRE(leases) { \
+	"UPDATE outbox.subscription s SET expired_at = $1" \
+	" WHERE s.expired_at IS NULL AND s.name IS NOT NULL AND EXISTS (" \
+	"  SELECT 1 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic" \
+	"  AND m.seq OPERATOR(pg_catalog.=) LEAST(" \
+	"   (SELECT pg_catalog.min(x.seq) FROM outbox.subscription_state x" \
+	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL)," leases \
+	"   (SELECT pg_catalog.min(u.seq) FROM outbox.message u" \
+	"    WHERE u.topic OPERATOR(pg_catalog.=) s.topic" \
+	"    AND u.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f" \
+	"     WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)))" \
+	"  AND m.created_at OPERATOR(pg_catalog.<) $2)" \
+	" RETURNING s.topic, s.name", \
+	SPI_OK_UPDATE_RETURNING, 2, {TIMESTAMPTZOID, TIMESTAMPTZOID}, OBX_SCANS_INDEX_OR_BITMAP }
+SAVED_STATEMENT(stmt_expire_v14) = EXPIRE("");
+SAVED_STATEMENT(stmt_expire) = EXPIRE(
+	"   (SELECT pg_catalog.min(l.seqs[1]) FROM outbox.subscription_lease l"
+	"    WHERE l.sub_id OPERATOR(pg_catalog.=) s.sub_id),");
 
 
 /*
@@ -254,6 +263,8 @@ SubsDrop(text *topic, text *name)
 		{
 			(void) SpiExecute(&stmt_drop_state, args, NULL, false, 0);
 			(void) SpiExecute(&stmt_drop_frontier, args, NULL, false, 0);
+			if (SubsLeaseRows())
+				(void) SpiExecute(&stmt_drop_leases, args, NULL, false, 0);
 			dropped = true;
 		}
 	}
@@ -290,7 +301,8 @@ SubsExpire(TimestampTz now)
 		return;
 	args[0] = TimestampTzGetDatum(now);
 	args[1] = TimestampTzGetDatum(now - (int64) outbox_subscription_max_lag * USECS_PER_SEC);
-	(void) SpiExecute(&stmt_expire, args, NULL, false, 0);
+	(void) SpiExecute(SubsLeaseRows() ? &stmt_expire : &stmt_expire_v14,
+					  args, NULL, false, 0);
 	for (i = 0; i < SPI_processed; i++)
 		ereport(WARNING,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

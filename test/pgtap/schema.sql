@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(244);
+SELECT plan(248);
 
 -- the extension: version 1.5, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
@@ -15,8 +15,9 @@ SELECT has_schema('outbox', 'schema outbox exists');
 
 -- the tables, and nothing else that holds rows
 SELECT tables_are('outbox', ARRAY['message', 'processed', 'routes', 'route_secrets', 'route_http_stats',
-                                  'subscription', 'subscription_frontier', 'subscription_state', 'claim_position'],
-                  'outbox has exactly the tables message, processed, routes, route_secrets, route_http_stats, subscription, subscription_frontier, subscription_state and claim_position');
+                                  'subscription', 'subscription_frontier', 'subscription_state', 'subscription_lease',
+                                  'claim_position'],
+                  'outbox has exactly the tables message, processed, routes, route_secrets, route_http_stats, subscription, subscription_frontier, subscription_state, subscription_lease and claim_position');
 SELECT is_empty($$SELECT c.relname FROM pg_class c
                    WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('m', 'f', 'p')$$,
                 'outbox has no materialized views, foreign or partitioned tables');
@@ -343,6 +344,18 @@ SELECT columns_are('outbox', 'subscription',
                    'outbox.subscription has exactly its seven columns');
 SELECT columns_are('outbox', 'subscription_frontier', ARRAY['sub_id', 'next_seq', 'claimed_at', 'from_seq'],
                    'outbox.subscription_frontier has exactly its four columns');
+SELECT results_eq(
+    $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
+             pg_get_expr(d.adbin, d.adrelid) COLLATE "default"
+        FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE a.attrelid = 'outbox.subscription_lease'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attnum$$,
+    $$VALUES ('sub_id', 'integer', true, NULL::text),
+             ('first_seq', 'bigint', true, NULL),
+             ('lease_owner', 'text', true, NULL),
+             ('leased_until', 'timestamp with time zone', true, NULL),
+             ('seqs', 'bigint[]', true, NULL)$$,
+    'outbox.subscription_lease: columns in order, with types, NOT NULL and defaults');
 SELECT columns_are('outbox', 'subscription_state',
                    ARRAY['sub_id', 'seq', 'id', 'ordering_key', 'available_at', 'blocked', 'hole', 'attempts',
                          'leased_until', 'lease_owner', 'dead_at', 'last_error'],
@@ -377,19 +390,24 @@ SELECT results_eq($$SELECT conrelid::regclass::text COLLATE "default", conname::
                            pg_get_constraintdef(oid) COLLATE "default"
                       FROM pg_constraint
                      WHERE conrelid IN ('outbox.subscription'::regclass, 'outbox.subscription_state'::regclass,
-                                        'outbox.subscription_frontier'::regclass)
+                                        'outbox.subscription_frontier'::regclass,
+                                        'outbox.subscription_lease'::regclass)
                        AND contype <> 'n' ORDER BY 1, 2$$,
                   $$VALUES ('outbox.subscription', 'subscription_pkey', 'PRIMARY KEY (sub_id)'),
                            ('outbox.subscription', 'subscription_topic_name_key', 'UNIQUE NULLS NOT DISTINCT (topic, name)'),
                            ('outbox.subscription_frontier', 'subscription_frontier_pkey', 'PRIMARY KEY (sub_id, next_seq)'),
+                           ('outbox.subscription_lease', 'subscription_lease_pkey', 'PRIMARY KEY (sub_id, first_seq)'),
                            ('outbox.subscription_state', 'subscription_state_pkey', 'PRIMARY KEY (sub_id, seq)')$$,
-                  'outbox.subscription, outbox.subscription_frontier and outbox.subscription_state: their keys, no other constraint');
+                  'outbox.subscription, outbox.subscription_frontier, outbox.subscription_lease and outbox.subscription_state: their keys, no other constraint');
 SELECT is_empty($$SELECT tgname FROM pg_trigger
                    WHERE tgrelid IN ('outbox.subscription'::regclass, 'outbox.subscription_state'::regclass,
-                                     'outbox.subscription_frontier'::regclass)$$,
-                'outbox.subscription, outbox.subscription_frontier and outbox.subscription_state have no triggers');
+                                     'outbox.subscription_frontier'::regclass,
+                                     'outbox.subscription_lease'::regclass)$$,
+                'outbox.subscription, outbox.subscription_frontier, outbox.subscription_lease and outbox.subscription_state have no triggers');
 SELECT indexes_are('outbox', 'subscription_frontier', ARRAY['subscription_frontier_pkey'],
                    'outbox.subscription_frontier has exactly its primary key index');
+SELECT indexes_are('outbox', 'subscription_lease', ARRAY['subscription_lease_pkey', 'subscription_lease_until_idx'],
+                   'outbox.subscription_lease has exactly its primary key index and that of the leases'' ends');
 SELECT indexes_are('outbox', 'subscription', ARRAY['subscription_pkey', 'subscription_topic_name_key'],
                    'outbox.subscription has exactly the indexes of its keys');
 SELECT indexes_are('outbox', 'subscription_state',
@@ -421,7 +439,10 @@ SELECT is(pg_get_indexdef(format('outbox.%I', v.idx)::regclass), v.def, v.idx ||
                 'the leases, for those that run out on their last attempt'),
                ('subscription_state_dead_idx',
                 'CREATE INDEX subscription_state_dead_idx ON outbox.subscription_state USING btree (dead_at, sub_id) WHERE (dead_at IS NOT NULL)',
-                'the dead messages')) AS v(idx, def, what)
+                'the dead messages'),
+               ('subscription_lease_until_idx',
+                'CREATE INDEX subscription_lease_until_idx ON outbox.subscription_lease USING btree (leased_until, sub_id)',
+                'the leases by range, for those that run out')) AS v(idx, def, what)
  ORDER BY v.idx;
 
 --
@@ -497,16 +518,16 @@ SELECT is_empty($$SELECT tgname FROM pg_trigger WHERE tgrelid = 'outbox.claim_po
 SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'outbox.claim_position'::regclass),
           ARRAY['fillfactor=50'], 'outbox.claim_position leaves room on its pages (fillfactor 50): searches update its rows');
 
--- pg_dump keeps the rows of the seven tables and the two sequences (not
+-- pg_dump keeps the rows of the eight tables and the two sequences (not
 -- the saved claim positions: lost, the searches find them again)
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c
                  WHERE e.extname = 'krizaka_outbox' ORDER BY 1),
           ARRAY['outbox.message', 'outbox.message_seq', 'outbox.processed', 'outbox.route_secrets', 'outbox.routes',
                 'outbox.subscription', 'outbox.subscription_frontier', 'outbox.subscription_id_seq',
-                'outbox.subscription_state'],
-          'the seven tables, the sequence of positions and that of subscriptions are registered with pg_extension_config_dump');
+                'outbox.subscription_lease', 'outbox.subscription_state'],
+          'the eight tables, the sequence of positions and that of subscriptions are registered with pg_extension_config_dump');
 SELECT is((SELECT extcondition FROM pg_extension WHERE extname = 'krizaka_outbox'),
-          ARRAY['', '', '', '', '', '', '', '', ''],
+          ARRAY['', '', '', '', '', '', '', '', '', ''],
           'with no condition: every row is dumped');
 
 -- everything in the schema belongs to the extension; the schema does not
@@ -551,6 +572,8 @@ SELECT isnt(obj_description('outbox.subscription_state'::regclass, 'pg_class'), 
             'outbox.subscription_state has a comment');
 SELECT isnt(obj_description('outbox.subscription_frontier'::regclass, 'pg_class'), NULL,
             'outbox.subscription_frontier has a comment');
+SELECT isnt(obj_description('outbox.subscription_lease'::regclass, 'pg_class'), NULL,
+            'outbox.subscription_lease has a comment');
 SELECT isnt(obj_description('outbox.subscription_stats'::regclass, 'pg_class'), NULL,
             'outbox.subscription_stats has a comment');
 SELECT isnt(obj_description('outbox.claim_position'::regclass, 'pg_class'), NULL,

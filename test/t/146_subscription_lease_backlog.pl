@@ -28,8 +28,12 @@ $node->safe_psql('app', q{
 # a session that leases all 120 for 10 s and leaves them
 is($node->safe_psql('app', q{SELECT count(*) FROM outbox.claim('gone', 'g', 200, 10, 's')}),
 	'120', 'one claim leases the 120 messages for 10 s');
+# (leased at once without keys: one lease row, leases by range)
+is($node->safe_psql('app', q{
+	SELECT pg_catalog.sum(pg_catalog.cardinality(seqs)) FROM outbox.subscription_lease}),
+	'120', 'the 120 leases are one lease by range');
 ok(wait_for($node, 'app', q{
-	SELECT count(*) FROM outbox.subscription_state WHERE leased_until < pg_catalog.now()}, '120', 30),
+	SELECT count(*) FROM outbox.subscription_lease WHERE leased_until < pg_catalog.now()}, '1', 30),
 	'their leases ran out');
 
 my $w = $node->background_psql('app');

@@ -1,0 +1,123 @@
+--
+-- subscription_leases (1.5): a claim of a named subscription leases the
+-- fresh messages without an ordering key it reads as one row of
+-- outbox.subscription_lease; completions shrink and delete it; a failure,
+-- an extension or a lease that ran out turns it into state rows first,
+-- and from then on the rules of state rows hold.
+--
+SET TimeZone = 'UTC';
+
+-- (helpers in a schema of their own: the looks for leases that ran out
+-- need new sessions, \c, at most one look a second per session)
+CREATE SCHEMA sl;
+
+-- The lease rows: owner, how many messages each holds, and their n.
+CREATE FUNCTION sl.leases()
+RETURNS TABLE (lease_owner text, held integer, ns text)
+LANGUAGE sql AS $$
+    SELECT l.lease_owner, cardinality(l.seqs),
+           (SELECT string_agg(m.payload->>'n', ',' ORDER BY m.seq)
+              FROM outbox.message m WHERE m.seq = ANY (l.seqs))
+      FROM outbox.subscription_lease l ORDER BY l.first_seq
+$$;
+
+-- The state rows: n, attempts, owner, whether leased now, dead.
+CREATE FUNCTION sl.states()
+RETURNS TABLE (n text, attempts integer, lease_owner text, leased boolean, dead boolean)
+LANGUAGE sql AS $$
+    SELECT m.payload->>'n', x.attempts, x.lease_owner,
+           coalesce(x.leased_until > clock_timestamp(), false), x.dead_at IS NOT NULL
+      FROM outbox.subscription_state x JOIN outbox.message m ON m.id = x.id
+     ORDER BY x.seq
+$$;
+
+SELECT regress.reset();
+SELECT outbox.subscribe('rl', 's');
+SELECT count(outbox.append('rl', 'evt.rl.v1', jsonb_build_object('n', n), regress.id(n)))
+  FROM generate_series(1, 4) AS n;
+SELECT outbox.append('rl', 'evt.rl.v1', '{"n": 5}', regress.id(5), NULL, 'k5');
+
+-- one claim: the four without a key in one lease row, the keyed one in a
+-- state row; every one returned with attempt 1 and the owner's lease
+SELECT payload->>'n' AS n, attempts, lease_owner, leased_until > now() AS leased
+  FROM outbox.claim('w', 'rl', 10, 60, 's') ORDER BY seq;
+SELECT * FROM sl.leases();
+SELECT * FROM sl.states();
+SELECT pending, in_flight FROM outbox.subscription_stats WHERE subscription = 's';
+
+-- completion by another owner: nothing
+SELECT outbox.complete(regress.id(1), 'other', 's') AS by_other;
+SELECT outbox.complete_many(ARRAY[regress.id(1), regress.id(2)], 'other', 's') AS many_by_other;
+-- by the owner: the row keeps the rest, then goes
+SELECT outbox.complete(regress.id(1), 'w', 's') AS completed;
+SELECT outbox.complete(regress.id(1), 'w', 's') AS again;
+SELECT * FROM sl.leases();
+SELECT outbox.complete_many(ARRAY[regress.id(2), regress.id(5), regress.id(2)], 'w', 's') AS completed_many;
+SELECT * FROM sl.leases();
+SELECT * FROM sl.states();
+SELECT pending, in_flight FROM outbox.subscription_stats WHERE subscription = 's';
+
+-- a failure turns the row into state rows: the failed message backs off,
+-- the other keeps its lease
+SELECT outbox.fail(regress.id(3), 'w', 'boom', 's') AS failed;
+SELECT * FROM sl.leases();
+SELECT * FROM sl.states();
+SELECT outbox.complete(regress.id(4), 'w', 's') AS completed_from_state;
+SELECT * FROM sl.states();
+
+-- extend: the same, the lease pushed
+SELECT count(outbox.append('rl', 'evt.rl.v1', jsonb_build_object('n', n), regress.id(n)))
+  FROM generate_series(6, 7) AS n;
+SELECT count(*) AS claimed FROM outbox.claim('w', 'rl', 10, 60, 's');
+SELECT outbox.extend(regress.id(6), 'w', 600, 's') AS extended;
+SELECT outbox.extend(regress.id(7), 'other', 600, 's') AS extended_by_other;
+SELECT * FROM sl.leases();
+SELECT * FROM sl.states();
+SELECT x.leased_until > now() + interval '590 s' AS pushed
+  FROM outbox.subscription_state x WHERE x.id = regress.id(6);
+SELECT count(*) FILTER (WHERE outbox.complete(m.id, 'w', 's')) AS completed
+  FROM outbox.message m WHERE m.id IN (regress.id(6), regress.id(7));
+
+-- a lease by range that ran out: the next claim takes it over, attempt 2
+SELECT count(outbox.append('rl', 'evt.rl.v1', jsonb_build_object('n', n), regress.id(n)))
+  FROM generate_series(8, 9) AS n;
+SELECT count(*) AS claimed FROM outbox.claim('w', 'rl', 10, 60, 's');
+UPDATE outbox.subscription_lease SET leased_until = now() - interval '1 s';
+\c -
+SET TimeZone = 'UTC';
+SELECT payload->>'n' AS n, attempts, lease_owner FROM outbox.claim('w2', 'rl', 10, 60, 's') ORDER BY seq;
+SELECT * FROM sl.leases();
+SELECT * FROM sl.states();
+-- the first owner's completion comes too late
+SELECT outbox.complete(regress.id(8), 'w', 's') AS late;
+SELECT count(*) FILTER (WHERE outbox.complete(m.id, 'w2', 's')) AS completed
+  FROM outbox.message m WHERE m.id IN (regress.id(8), regress.id(9));
+
+-- after the last allowed attempt, a lease by range that ran out is dead
+SET outbox.max_attempts = 1;
+SELECT count(outbox.append('rl', 'evt.rl.v1', jsonb_build_object('n', 10), regress.id(10)));
+SELECT count(*) AS claimed FROM outbox.claim('w', 'rl', 10, 60, 's');
+UPDATE outbox.subscription_lease SET leased_until = now() - interval '1 s';
+\c -
+SET TimeZone = 'UTC';
+SET outbox.max_attempts = 1;
+SELECT count(*) AS claimed_again FROM outbox.claim('w2', 'rl', 10, 60, 's');
+SELECT * FROM sl.leases();
+SELECT n, attempts, lease_owner, leased, dead FROM sl.states();
+SELECT last_error FROM outbox.subscription_state ORDER BY seq;
+RESET outbox.max_attempts;
+SELECT outbox.retry_dead_topic('rl', 's') AS revived;
+
+-- purge keeps a message a lease by range holds; unsubscribe drops the row
+SELECT count(outbox.append('rl', 'evt.rl.v1', jsonb_build_object('n', 11), regress.id(11)));
+SELECT count(*) AS claimed FROM outbox.claim('w', 'rl', 10, 60, 's');
+SELECT outbox.unsubscribe('rl', NULL) AS default_dropped;
+SELECT outbox.purge('0 s') >= 0 AS purged;
+SELECT payload->>'n' AS n FROM outbox.message ORDER BY seq;
+SELECT outbox.unsubscribe('rl', 's') AS unsubscribed;
+SELECT count(*) AS lease_rows FROM outbox.subscription_lease;
+SELECT outbox.subscribe('rl', NULL) AS default_back;
+
+SELECT regress.reset();
+DROP SCHEMA sl CASCADE;
+RESET TimeZone;

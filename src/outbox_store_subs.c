@@ -67,7 +67,7 @@
 #define COMPLETE(which, type) { \
 	"DELETE FROM outbox.subscription_state x USING outbox.subscription s" \
 	" WHERE x.id OPERATOR(pg_catalog.=) " which " AND " SUBS_LEASE_HELD \
-	" RETURNING x.sub_id, x.ordering_key", \
+	" RETURNING x.sub_id, x.ordering_key, x.id", \
 	SPI_OK_DELETE_RETURNING, 3, {type, TEXTOID, TEXTOID} }
 SAVED_STATEMENT(stmt_complete) = COMPLETE("$1", UUIDOID);
 SAVED_STATEMENT(stmt_complete_many) = COMPLETE("ANY ($1)", UUIDARRAYOID);
@@ -240,9 +240,7 @@ SAVED_STATEMENT(stmt_purge_dead) = {
 bool
 SubsSchema(void)
 {
-	Oid			nsp = get_namespace_oid("outbox", true);
-
-	return OidIsValid(nsp) && OidIsValid(get_relname_relid("subscription_state", nsp));
+	return SubsHasTable("subscription_state");
 }
 
 /*
@@ -335,10 +333,55 @@ obx_one_id(pg_uuid_t *id)
 										   TYPALIGN_CHAR));
 }
 
+static int
+obx_uuid_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, UUID_LEN);
+}
+
+/*
+ * The ids of the n messages ids (a uuid[]) that are not among the ids in
+ * column col of SPI_tuptable, as a uuid[].
+ */
+static Datum
+obx_ids_left(Datum ids, int n, int col)
+{
+	uint64		ndone = SPI_processed;
+	pg_uuid_t  *done = palloc(sizeof(pg_uuid_t) * Max(ndone, 1));
+	Datum	   *elems;
+	bool	   *nulls;
+	Datum	   *left = palloc(sizeof(Datum) * Max(n, 1));
+	int			nelems;
+	int			nleft = 0;
+	uint64		i;
+	int			j;
+
+	for (i = 0; i < ndone; i++)
+	{
+		bool		isnull;
+
+		done[i] = *DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[i],
+											   SPI_tuptable->tupdesc, col, &isnull));
+	}
+	qsort(done, ndone, sizeof(pg_uuid_t), obx_uuid_cmp);
+	deconstruct_array(DatumGetArrayTypeP(ids), UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
+					  &elems, &nulls, &nelems);
+	for (j = 0; j < nelems; j++)
+		if (!nulls[j] &&
+			bsearch(DatumGetUUIDP(elems[j]), done, ndone, sizeof(pg_uuid_t),
+					obx_uuid_cmp) == NULL)
+			left[nleft++] = elems[j];
+	return PointerGetDatum(construct_array(left, nleft, UUIDOID, UUID_LEN, false,
+										   TYPALIGN_CHAR));
+}
+
 /*
  * complete and complete_many: the state rows go, the keys they held move
- * on; then the leases by range of the n messages (ids, a uuid[]) that had
- * no state row.
+ * on; then the leases by range of those of the n messages (ids, a uuid[])
+ * that had no state row.  Only those are looked up in the lease rows:
+ * the look-up of a message that no lease row holds reads back through the
+ * lease rows of its subscription, and under a held snapshot the index
+ * keeps an entry for every one deleted since.
  */
 static int64
 obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
@@ -355,10 +398,16 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
 	SpiConnect();
 	obx_lock_keyed(keyed, args);
 	done = (int64) SpiExecute(stmt, args, NULL, false, 0);
-	if (done > 0)
-		SubsPromoteReturned(1, 2);
 	if (done < n && SubsLeaseRows())
-		done += SubsLeaseComplete(ids, owner, name);
+	{
+		Datum		left = done > 0 ? obx_ids_left(ids, n, 3) : ids;
+
+		if (done > 0)
+			SubsPromoteReturned(1, 2);
+		done += SubsLeaseComplete(left, owner, name);
+	}
+	else if (done > 0)
+		SubsPromoteReturned(1, 2);
 	SpiFinish();
 	return done;
 }

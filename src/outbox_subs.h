@@ -2,8 +2,9 @@
  *
  * outbox_subs.h
  *		Named subscriptions: their rows in outbox.subscription and the
- *		state of what each has read in outbox.subscription_state
- *		(outbox_store_subs.c, outbox_store_subs_claim.c).
+ *		state of what each has read in outbox.subscription_state and
+ *		outbox.subscription_lease (outbox_store_subs.c,
+ *		outbox_store_subs_claim.c, outbox_subs_lease.c).
  *
  * A subscription is named by its topic and name; the calls that take a
  * message id (complete, fail, extend, retry_dead) find the message among
@@ -36,7 +37,8 @@ extern void CheckDefaultClaim(text *topic);
 /* the subscription a route is made for, made when missing (outbox_subs_manage.c) */
 extern void SubsForRoute(text *topic, text *subscription);
 
-/* whether the tables of 1.4 are there (outbox_store_subs.c) */
+/* whether a table, and the tables of 1.4, are there (outbox_subs_marks.c, outbox_store_subs.c) */
+extern bool SubsHasTable(const char *relname);
 extern bool SubsSchema(void);
 
 /* managing subscriptions (outbox_subs_manage.c) */

@@ -26,10 +26,9 @@
  */
 #include "postgres.h"
 
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 
 #include "outbox_spi.h"
 #include "outbox_subs.h"
@@ -129,9 +128,7 @@ SAVED_STATEMENT(stmt_expired_to_state) = {
 bool
 SubsLeaseRows(void)
 {
-	Oid			nsp = get_namespace_oid("outbox", true);
-
-	return OidIsValid(nsp) && OidIsValid(get_relname_relid("subscription_lease", nsp));
+	return SubsHasTable("subscription_lease");
 }
 
 /*

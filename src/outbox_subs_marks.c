@@ -254,6 +254,15 @@ SubsDueHintNote(int32 sub, TimestampTz now, bool hinted, bool keep, bool full,
 static HoleMark hole_marks[SUBS_HOLE_MARKS];
 static int	hole_marks_next = 0;
 
+/* Is the table outbox.relname there? */
+bool
+SubsHasTable(const char *relname)
+{
+	Oid			nsp = get_namespace_oid("outbox", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid(relname, nsp));
+}
+
 /* The table the marks are of: a table made anew numbers its subscriptions from 1 again. */
 Oid
 SubsStateRelid(void)

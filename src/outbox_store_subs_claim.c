@@ -195,20 +195,26 @@ SAVED_STATEMENT(stmt_dead_any) = {
  * it would start: SubsDueHint), or (when $3, the look at leases that ran
  * out) for that look ($4 low, $5 max attempts)?  Read without a lock.
  */
-SAVED_STATEMENT(stmt_due_now) = {
-	"SELECT EXISTS (SELECT 1 FROM outbox.subscription_state c"
-	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.dead_at IS NULL"
-	"  AND NOT c.blocked AND NOT c.hole AND c.leased_until IS NULL"
-	"  AND c.available_at OPERATOR(pg_catalog.<=) $2"
-	"  AND c.available_at OPERATOR(pg_catalog.>=) $6)"
-	" OR ($3 AND EXISTS (SELECT 1 FROM outbox.subscription_state c"
-	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL"
-	"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2"
-	"  AND c.leased_until OPERATOR(pg_catalog.>) $4"
-	"  AND c.attempts OPERATOR(pg_catalog.<) $5))",
-	SPI_OK_SELECT, 6,
-	{INT4OID, TIMESTAMPTZOID, BOOLOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
-};
+#define DUE_NOW(leases) { \
+	"SELECT EXISTS (SELECT 1 FROM outbox.subscription_state c" \
+	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.dead_at IS NULL" \
+	"  AND NOT c.blocked AND NOT c.hole AND c.leased_until IS NULL" \
+	"  AND c.available_at OPERATOR(pg_catalog.<=) $2" \
+	"  AND c.available_at OPERATOR(pg_catalog.>=) $6)" \
+	" OR ($3 AND EXISTS (SELECT 1 FROM outbox.subscription_state c" \
+	"  WHERE c.sub_id OPERATOR(pg_catalog.=) $1 AND c.leased_until IS NOT NULL" \
+	"  AND c.dead_at IS NULL AND c.leased_until OPERATOR(pg_catalog.<=) $2" \
+	"  AND c.leased_until OPERATOR(pg_catalog.>) $4" \
+	"  AND c.attempts OPERATOR(pg_catalog.<) $5))" leases, \
+	SPI_OK_SELECT, 6, \
+	{INT4OID, TIMESTAMPTZOID, BOOLOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID} }
+SAVED_STATEMENT(stmt_due_now_v14) = DUE_NOW("");
+/* 1.5: or a lease by range that ran out */
+SAVED_STATEMENT(stmt_due_now) = DUE_NOW(
+	" OR ($3 AND EXISTS (SELECT 1 FROM outbox.subscription_lease l"
+	"  WHERE l.leased_until OPERATOR(pg_catalog.<=) $2"
+	"  AND l.leased_until OPERATOR(pg_catalog.>) $4"
+	"  AND l.sub_id OPERATOR(pg_catalog.=) $1))");
 
 /*
  * Run stmt_dead_any (!mark: whether a lease that ran out on its last
@@ -605,7 +611,7 @@ obx_subs_claim(const ClaimRequest *req, text *name, SubsSink *sink)
 		nargs[3] = TimestampTzGetDatum(low);
 		nargs[4] = Int32GetDatum(req->max_attempts);
 		nargs[5] = TimestampTzGetDatum(SubsDueHint(sub32, req->now, &hinted, &held));
-		if (!SpiExecuteBool(&stmt_due_now, nargs))
+		if (!SpiExecuteBool(SubsLeaseRows() ? &stmt_due_now : &stmt_due_now_v14, nargs))
 		{
 			(void) SubsLock(sub32);
 			locked = true;

@@ -199,7 +199,7 @@ ClaimHintTopics(TimestampTz now)
 }
 
 /* A claim's arguments args[10] and args[11] that read from the first entry */
-void
+static void
 ClaimHintNone(Datum *args)
 {
 	args[10] = TimestampTzGetDatum(DT_NOBEGIN);

@@ -175,7 +175,6 @@ typedef struct ClaimHintFound
 
 extern bool ClaimHintsHeld(void);
 extern Datum ClaimHintTopics(TimestampTz now);
-extern void ClaimHintNone(Datum *args);
 extern bool ClaimHintArgs(text *topic, const StreamHint *shared, TimestampTz now,
 						  Datum *args);
 extern void ClaimHintArgsAcross(Datum *names, const StreamHint *shared, int n,

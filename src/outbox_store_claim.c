@@ -231,32 +231,35 @@ SAVED_STATEMENT(stmt_claim_delivered) = {
  * that, but materializing it made every claim of a topic without keys
  * slower.)
  */
-#define CLAIM_STREAM_CANDIDATES(passed) \
-	" SELECT x.ctid FROM (" \
-	"  SELECT d.ctid FROM (SELECT c.ctid FROM outbox.message c" \
+#define CLAIM_STREAM_CANDIDATES_AS(passed, dflag, fflag) \
+	" SELECT x.* FROM (" \
+	"  SELECT d.ctid" dflag " FROM (SELECT c.ctid FROM outbox.message c" \
 	STREAM_DEFERRED_DUE("c", "$1", KEY_LOWER("c"), "$8") \
 	"   AND (c.available_at, c.id) OPERATOR(pg_catalog.>=) ($11, $12)" \
 	"   ORDER BY c.available_at, c.id LIMIT $3 FOR UPDATE SKIP LOCKED) d" \
 	passed \
 	"  UNION ALL" \
-	"  SELECT w.ctid FROM (" CLAIM_WINDOW("c", "c.ctid, c.topic, c.ordering_key, c.seq") ") w" \
+	"  SELECT w.ctid" fflag " FROM (" CLAIM_WINDOW("c", "c.ctid, c.topic, c.ordering_key, c.seq") ") w" \
 	"   WHERE true" KEY_HEAD_AT("w", "$1", "$7", "$8") \
 	"  UNION ALL" \
-	"  SELECT f.ctid FROM (SELECT c.ctid FROM outbox.message c" \
+	"  SELECT f.ctid" fflag " FROM (SELECT c.ctid FROM outbox.message c" \
 	STREAM_FRESH_DUE("c", "$1", "$7", "$7", "$8") NOT_PASSED_KEY("c") \
 	"   AND c.seq OPERATOR(pg_catalog.>) (SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.=) $3" \
 	"    THEN pg_catalog.max(e.seq) END FROM (" CLAIM_WINDOW("e", "e.seq") ") e)" \
 	"   ORDER BY c.seq LIMIT $3 FOR UPDATE SKIP LOCKED) f" \
-	" ) x LIMIT $3)) "
+	" ) x LIMIT $3"
+#define CLAIM_STREAM_CANDIDATES(passed) \
+	CLAIM_STREAM_CANDIDATES_AS(passed, "", "") ")) "
 
 /*
  * The heads of the passed keys among the candidates: only in the claims
  * of a position that has passed keys, as the statements [1] below (the
  * part costs 5-8 % of a fresh drain's time even when it finds nothing).
  */
-#define CLAIM_PASSED_PART \
+#define CLAIM_PASSED_PART_AS(fflag) \
 	"  UNION ALL" \
-	"  SELECT p.ctid FROM (" CLAIM_PASSED_HEADS ") p"
+	"  SELECT p.ctid" fflag " FROM (" CLAIM_PASSED_HEADS ") p"
+#define CLAIM_PASSED_PART CLAIM_PASSED_PART_AS("")
 
 #define CLAIM_STREAM_ARGTYPES \
 	12, {TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID, \
@@ -281,9 +284,16 @@ SAVED_STATEMENTS(stmt_claim_stream, 2) = {
 /*
  * The same for a transactional target: marked delivered at once, or dead
  * when the lease of its last allowed attempt expired ($5 is not used).
+ * The candidates come with whether they were read as deferred messages
+ * (was), returned as the column deferred, which the UPDATE sets to false:
+ * so the claim leaves a hint for its topic's deferred messages as a lease
+ * does (outbox_claim_hint.c).  They are joined by ctid (a TID scan per
+ * candidate), all of them locked by the candidates' read.
  */
 #define CLAIM_STREAM_DELIVERED(passed) { \
-	"WITH claimed AS (UPDATE outbox.message m SET" \
+	"WITH k AS MATERIALIZED (" \
+	CLAIM_STREAM_CANDIDATES_AS(passed, ", true AS was", ", false") ")," \
+	" claimed AS (UPDATE outbox.message m SET" \
 	" attempts = CASE WHEN " CLAIM_EXPIRED_LAST \
 	"   THEN m.attempts ELSE m.attempts OPERATOR(pg_catalog.+) 1 END," \
 	" lease_owner = CASE WHEN " CLAIM_EXPIRED_LAST \
@@ -293,16 +303,16 @@ SAVED_STATEMENTS(stmt_claim_stream, 2) = {
 	" dead_at = CASE WHEN " CLAIM_EXPIRED_LAST " THEN $2 END," \
 	" last_error = CASE WHEN " CLAIM_EXPIRED_LAST \
 	"   THEN " LEASE_EXPIRED_ERROR("$6") " END " \
-	"WHERE m.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" CLAIM_STREAM_CANDIDATES(passed) \
+	"FROM k WHERE m.ctid OPERATOR(pg_catalog.=) k.ctid " \
 	"RETURNING m.id, m.topic, m.event_type, m.created_at, m.payload, m.attempts," \
-	" m.leased_until, m.dead_at, m.available_at) " \
+	" m.leased_until, m.dead_at, m.available_at, k.was) " \
 	"SELECT id, topic, event_type, created_at, payload, attempts, leased_until," \
-	" dead_at, available_at FROM claimed ORDER BY available_at, id", \
+	" dead_at, available_at, was AS deferred FROM claimed ORDER BY available_at, id", \
 	SPI_OK_SELECT, \
 	CLAIM_STREAM_ARGTYPES }
 
 SAVED_STATEMENTS(stmt_claim_stream_delivered, 2) = {
-	CLAIM_STREAM_DELIVERED(""), CLAIM_STREAM_DELIVERED(CLAIM_PASSED_PART)
+	CLAIM_STREAM_DELIVERED(""), CLAIM_STREAM_DELIVERED(CLAIM_PASSED_PART_AS(", false"))
 };
 
 static int	obx_position(text *topic, TimestampTz now, Datum *args, StreamHint *hint);
@@ -491,22 +501,27 @@ StoreClaimDelivered(const ClaimRequest *req, List **messages)
 	if (StreamSchema())
 	{
 		int			passed;
+		StreamHint	shared;
+		bool		hinted;
+		ClaimHintFound found = {0};
 
 		args[3] = PointerGetDatum(req->owner);
 		args[4] = TimestampTzGetDatum(req->now);
 		args[5] = Int32GetDatum(req->max_attempts);
-		passed = obx_position(req->topic, req->now, args, NULL);
-		/* from the first deferred message: such claims leave no hint */
-		ClaimHintNone(args);
+		passed = obx_position(req->topic, req->now, args, &shared);
+		hinted = ClaimHintArgs(req->topic, &shared, req->now, args);
 
 		/* candidates that turn out dead do not count, as in obx_claim */
 		n = 0;
 		do
 		{
+			int			wanted = req->batch_size - n;
+
 			dead = 0;
-			args[2] = Int32GetDatum(req->batch_size - n);
+			args[2] = Int32GetDatum(wanted);
 			(void) SpiExecute(&stmt_claim_stream_delivered[passed], args, NULL, false, 0);
-			n += ClaimSinkRows(&sink, NUM_CLAIM_COLS, &dead, NULL);
+			n += ClaimSinkRows(&sink, NUM_CLAIM_COLS, &dead, &found);
+			ClaimHintNote(req->topic, req->now, hinted, wanted, &found);
 		} while (dead > 0 && n < req->batch_size);
 	}
 	else

@@ -333,48 +333,6 @@ obx_one_id(pg_uuid_t *id)
 										   TYPALIGN_CHAR));
 }
 
-static int
-obx_uuid_cmp(const void *a, const void *b)
-{
-	return memcmp(a, b, UUID_LEN);
-}
-
-/*
- * The ids of the n messages ids (a uuid[]) that are not among the ids in
- * column col of SPI_tuptable, as a uuid[].
- */
-static Datum
-obx_ids_left(Datum ids, int n, int col)
-{
-	uint64		ndone = SPI_processed;
-	pg_uuid_t  *done = palloc(sizeof(pg_uuid_t) * Max(ndone, 1));
-	Datum	   *elems;
-	bool	   *nulls;
-	Datum	   *left = palloc(sizeof(Datum) * Max(n, 1));
-	int			nelems;
-	int			nleft = 0;
-	uint64		i;
-	int			j;
-
-	for (i = 0; i < ndone; i++)
-	{
-		bool		isnull;
-
-		done[i] = *DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[i],
-											   SPI_tuptable->tupdesc, col, &isnull));
-	}
-	qsort(done, ndone, sizeof(pg_uuid_t), obx_uuid_cmp);
-	deconstruct_array(DatumGetArrayTypeP(ids), UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
-					  &elems, &nulls, &nelems);
-	for (j = 0; j < nelems; j++)
-		if (!nulls[j] &&
-			bsearch(DatumGetUUIDP(elems[j]), done, ndone, sizeof(pg_uuid_t),
-					obx_uuid_cmp) == NULL)
-			left[nleft++] = elems[j];
-	return PointerGetDatum(construct_array(left, nleft, UUIDOID, UUID_LEN, false,
-										   TYPALIGN_CHAR));
-}
-
 /*
  * complete and complete_many: the state rows go, the keys they held move
  * on; then the leases by range of those of the n messages (ids, a uuid[])
@@ -400,7 +358,7 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
 	done = (int64) SpiExecute(stmt, args, NULL, false, 0);
 	if (done < n && SubsLeaseRows())
 	{
-		Datum		left = done > 0 ? obx_ids_left(ids, n, 3) : ids;
+		Datum		left = done > 0 ? SubsLeaseIdsLeft(ids, n, 3) : ids;
 
 		if (done > 0)
 			SubsPromoteReturned(1, 2);

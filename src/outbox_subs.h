@@ -69,6 +69,7 @@ extern void SubsPurgeDead(TimestampTz horizon);
 
 /* leases by range (outbox_subs_lease.c) */
 extern bool SubsLeaseRows(void);
+extern Datum SubsLeaseIdsLeft(Datum ids, int n, int col);
 extern int64 SubsLeaseComplete(Datum ids, text *owner, text *name);
 extern int64 SubsLeaseToState(Datum ids, text *owner, text *name);
 extern int64 SubsLeaseExpiredToState(int32 sub, TimestampTz now, TimestampTz low);

@@ -28,6 +28,7 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/array.h"
 #include "utils/timestamp.h"
 
 #include "outbox_spi.h"
@@ -129,6 +130,49 @@ bool
 SubsLeaseRows(void)
 {
 	return SubsHasTable("subscription_lease");
+}
+
+static int
+obx_uuid_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, UUID_LEN);
+}
+
+/*
+ * The ids of the n messages ids (a uuid[]) that are not among the ids in
+ * column col of SPI_tuptable, as a uuid[]: those a completion looks up in
+ * the lease rows after the state rows completed the others.
+ */
+Datum
+SubsLeaseIdsLeft(Datum ids, int n, int col)
+{
+	uint64		ndone = SPI_processed;
+	pg_uuid_t  *done = palloc(sizeof(pg_uuid_t) * Max(ndone, 1));
+	Datum	   *elems;
+	bool	   *nulls;
+	Datum	   *left = palloc(sizeof(Datum) * Max(n, 1));
+	int			nelems;
+	int			nleft = 0;
+	uint64		i;
+	int			j;
+
+	for (i = 0; i < ndone; i++)
+	{
+		bool		isnull;
+
+		done[i] = *DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[i],
+											   SPI_tuptable->tupdesc, col, &isnull));
+	}
+	qsort(done, ndone, sizeof(pg_uuid_t), obx_uuid_cmp);
+	deconstruct_array(DatumGetArrayTypeP(ids), UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
+					  &elems, &nulls, &nelems);
+	for (j = 0; j < nelems; j++)
+		if (!nulls[j] &&
+			bsearch(DatumGetUUIDP(elems[j]), done, ndone, sizeof(pg_uuid_t),
+					obx_uuid_cmp) == NULL)
+			left[nleft++] = elems[j];
+	return PointerGetDatum(construct_array(left, nleft, UUIDOID, UUID_LEN, false,
+										   TYPALIGN_CHAR));
 }
 
 /*

@@ -335,11 +335,11 @@ obx_one_id(pg_uuid_t *id)
 
 /*
  * complete and complete_many: the state rows go, the keys they held move
- * on; then the leases by range of those of the n messages (ids, a uuid[])
- * that had no state row.  Only those are looked up in the lease rows:
- * the look-up of a message that no lease row holds reads back through the
- * lease rows of its subscription, and under a held snapshot the index
- * keeps an entry for every one deleted since.
+ * on; then the leases by range of those of the n messages (ids, a uuid[];
+ * for complete, 0: the one id) that had no state row.  Only those are
+ * looked up in the lease rows: the look-up of a message that no lease row
+ * holds reads back through the lease rows of its subscription, and under
+ * a held snapshot the index keeps an entry for every one deleted since.
  */
 static int64
 obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
@@ -347,6 +347,8 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
 {
 	Datum		args[5];
 	int64		done;
+	bool		leases;
+	Datum		left = (Datum) 0;
 
 	args[0] = id;
 	args[1] = PointerGetDatum(name);
@@ -356,16 +358,15 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
 	SpiConnect();
 	obx_lock_keyed(keyed, args);
 	done = (int64) SpiExecute(stmt, args, NULL, false, 0);
-	if (done < n && SubsLeaseRows())
-	{
-		Datum		left = done > 0 ? SubsLeaseIdsLeft(ids, n, 3) : ids;
-
-		if (done > 0)
-			SubsPromoteReturned(1, 2);
-		done += SubsLeaseComplete(left, owner, name);
-	}
-	else if (done > 0)
+	leases = done < n && SubsLeaseRows();
+	/* (before SPI_tuptable goes to the promotion) */
+	if (leases)
+		left = done > 0 ? SubsLeaseIdsLeft(ids, n, 3) :
+			ids != (Datum) 0 ? ids : obx_one_id(DatumGetUUIDP(id));
+	if (done > 0)
 		SubsPromoteReturned(1, 2);
+	if (leases)
+		done += SubsLeaseComplete(left, owner, name);
 	SpiFinish();
 	return done;
 }
@@ -373,8 +374,8 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
 bool
 SubsComplete(pg_uuid_t *id, text *owner, text *name)
 {
-	return obx_complete(&stmt_keyed, &stmt_complete, UUIDPGetDatum(id),
-						obx_one_id(id), 1, owner, name) > 0;
+	return obx_complete(&stmt_keyed, &stmt_complete, UUIDPGetDatum(id), (Datum) 0,
+						1, owner, name) > 0;
 }
 
 int64
@@ -485,7 +486,6 @@ SubsExtend(pg_uuid_t *id, text *owner, int lease_seconds, text *name,
 		   TimestampTz now)
 {
 	Datum		args[4];
-
 	bool		done;
 
 	args[0] = UUIDPGetDatum(id);
@@ -508,7 +508,6 @@ int64
 SubsRelease(ArrayType *ids, text *owner, text *name, TimestampTz now)
 {
 	Datum		args[4];
-
 	int64		released;
 
 	args[0] = PointerGetDatum(ids);

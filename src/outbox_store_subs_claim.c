@@ -456,7 +456,8 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 			 * whose entries of leased rows a held snapshot keeps.
 			 */
 			args[5] = TimestampTzGetDatum(Max(req->now, GetCurrentTimestamp()));
-			(void) SpiExecute(SubsLeaseRows() ? &stmt_claim_fresh : &stmt_claim_fresh_v14,
+			/* the frontier's rows chain in the tables of 1.5, as leases by range do */
+			(void) SpiExecute(f.chain ? &stmt_claim_fresh : &stmt_claim_fresh_v14,
 							  args, nulls, false, 0);
 			got += SubsSinkRows(sink, &last);
 		}

@@ -64,10 +64,20 @@
 	" AND s.name OPERATOR(pg_catalog.=) $2" \
 	" AND x.lease_owner OPERATOR(pg_catalog.=) $3 AND x.dead_at IS NULL"
 
+/*
+ * The last column says whether the key keeps other rows: only then is
+ * there a row to unblock (SubsPromoteReturned).  Its look-up is the one
+ * the promotion would make, without a statement of its own for the keys
+ * that have none, most of them.
+ */
 #define COMPLETE(which, type) { \
 	"DELETE FROM outbox.subscription_state x USING outbox.subscription s" \
 	" WHERE x.id OPERATOR(pg_catalog.=) " which " AND " SUBS_LEASE_HELD \
-	" RETURNING x.sub_id, x.ordering_key, x.id", \
+	" RETURNING x.sub_id, x.ordering_key, x.id," \
+	" x.ordering_key IS NOT NULL AND EXISTS (SELECT 1 FROM outbox.subscription_state y" \
+	"  WHERE y.sub_id OPERATOR(pg_catalog.=) x.sub_id" \
+	"  AND y.ordering_key OPERATOR(pg_catalog.=) x.ordering_key" \
+	"  AND y.dead_at IS NULL AND y.seq OPERATOR(pg_catalog.<>) x.seq)", \
 	SPI_OK_DELETE_RETURNING, 3, {type, TEXTOID, TEXTOID} }
 SAVED_STATEMENT(stmt_complete) = COMPLETE("$1", UUIDOID);
 SAVED_STATEMENT(stmt_complete_many) = COMPLETE("ANY ($1)", UUIDARRAYOID);
@@ -264,10 +274,11 @@ SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys)
 
 /*
  * The rows of SPI_tuptable whose columns subcol and keycol are a sub_id and
- * an ordering key (or NULL): unblock what follows each key.
+ * an ordering key (or NULL): unblock what follows each key.  With morecol
+ * (not 0), only the keys of the rows whose boolean in that column is true.
  */
 void
-SubsPromoteReturned(int subcol, int keycol)
+SubsPromoteReturned(int subcol, int keycol, int morecol)
 {
 	SPITupleTable *tt = SPI_tuptable;
 	uint64		n = SPI_processed;
@@ -285,6 +296,14 @@ SubsPromoteReturned(int subcol, int keycol)
 
 		if (subnull || keynull)
 			continue;
+		if (morecol != 0)
+		{
+			bool		morenull;
+
+			if (!DatumGetBool(SPI_getbinval(tt->vals[i], tt->tupdesc, morecol,
+											&morenull)) || morenull)
+				continue;
+		}
 		subs[nkeys] = sub;
 		keys[nkeys] = PointerGetDatum(DatumGetTextPCopy(key));
 		nkeys++;
@@ -364,7 +383,7 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
 		left = done > 0 ? SubsLeaseIdsLeft(ids, n, 3) :
 			ids != (Datum) 0 ? ids : obx_one_id(DatumGetUUIDP(id));
 	if (done > 0)
-		SubsPromoteReturned(1, 2);
+		SubsPromoteReturned(1, 2, 4);
 	if (leases)
 		done += SubsLeaseComplete(left, owner, name);
 	SpiFinish();

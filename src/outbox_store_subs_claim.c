@@ -254,7 +254,7 @@ obx_dead(Datum sub, const ClaimRequest *req, TimestampTz low, bool mark)
 	}
 	args[4] = SubsArray(keys, NULL, nkeys, TEXTOID);
 	if (SpiExecute(&stmt_dead_mark, args, NULL, false, 0) > 0)
-		SubsPromoteReturned(1, 2);
+		SubsPromoteReturned(1, 2, 0);
 	return true;
 }
 

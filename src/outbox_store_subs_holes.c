@@ -150,7 +150,7 @@ SubsClaimHoles(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 	{
 		args[1] = SubsArray(gone, NULL, ngone, INT8OID);
 		if (SpiExecute(&stmt_holes_gone, args, NULL, false, 0) > 0)
-			SubsPromoteReturned(1, 2);
+			SubsPromoteReturned(1, 2, 0);
 	}
 	if (ndone == 0)
 		return 0;

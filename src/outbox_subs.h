@@ -196,7 +196,7 @@ extern int	SubsClaimAcross(const ClaimRequest *req, text *name, TupleDesc tupdes
 
 /* the key heads to hand out again after messages left their key (outbox_store_subs.c) */
 extern void SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys);
-extern void SubsPromoteReturned(int subcol, int keycol);
+extern void SubsPromoteReturned(int subcol, int keycol, int morecol);
 
 /*
  * Column col (a position) between the least and the greatest of the array

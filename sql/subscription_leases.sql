@@ -118,6 +118,25 @@ SELECT outbox.unsubscribe('rl', 's') AS unsubscribed;
 SELECT count(*) AS lease_rows FROM outbox.subscription_lease;
 SELECT outbox.subscribe('rl', NULL) AS default_back;
 
+-- a completion in the session of the claim goes to the lease row the
+-- claim wrote, by the row's key; a row changed since (here its lease's
+-- end, by hand) is looked up as from any other session
+SELECT outbox.subscribe('rl', 's2');
+SELECT count(outbox.append('rl', 'evt.rl.v1', jsonb_build_object('n', n), regress.id(n)))
+  FROM generate_series(12, 15) AS n;
+SELECT count(*) AS claimed FROM outbox.claim('w', 'rl', 10, 60, 's2');
+SELECT outbox.complete(regress.id(12), 'other', 's2') AS by_other;
+SELECT outbox.complete(regress.id(12), 'w', 's2') AS completed;
+SELECT outbox.complete(regress.id(12), 'w', 's2') AS again;
+SELECT * FROM sl.leases();
+UPDATE outbox.subscription_lease SET leased_until = leased_until + interval '1 s';
+SELECT outbox.complete_many(ARRAY[regress.id(13), regress.id(12)], 'w', 's2') AS completed_many;
+SELECT * FROM sl.leases();
+SELECT outbox.complete_many(ARRAY[regress.id(14), regress.id(15)], 'w', 's2') AS completed_rest;
+SELECT count(*) AS lease_rows FROM outbox.subscription_lease;
+SELECT pending, in_flight FROM outbox.subscription_stats WHERE subscription = 's2';
+SELECT outbox.unsubscribe('rl', 's2') AS unsubscribed;
+
 SELECT regress.reset();
 DROP SCHEMA sl CASCADE;
 RESET TimeZone;

@@ -178,10 +178,14 @@ SAVED_STATEMENT(stmt_claim_fresh) = {
 	" SELECT t.id, t.topic, t.event_type, t.payload, t.created_at, t.available_at,"
 	" COALESCE(i.attempts, 1), CASE WHEN i.seq IS NULL THEN $7 ELSE i.leased_until END,"
 	" CASE WHEN i.seq IS NULL THEN $8 ELSE i.lease_owner END, NULL::pg_catalog.timestamptz,"
-	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, t.seq, false, t.ordering_key"
+	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, t.seq, false, t.ordering_key,"
+	" t.take AND t.ordering_key IS NULL"
 	" FROM t LEFT JOIN i ON i.seq OPERATOR(pg_catalog.=) t.seq WHERE NOT t.hole ORDER BY t.seq",
 	SPI_OK_SELECT, 10, CLAIM_FRESH_ARGTYPES
 };
+
+/* the column of stmt_claim_fresh that says a row is in the lease row */
+#define SUBS_COL_BY_RANGE	(SUBS_CLAIM_COLS + 1)
 
 /* whether stmt_dead_mark (same arguments) has a row to make dead */
 SAVED_STATEMENT(stmt_dead_any) = {
@@ -460,6 +464,9 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 			(void) SpiExecute(f.chain ? &stmt_claim_fresh : &stmt_claim_fresh_v14,
 							  args, nulls, false, 0);
 			got += SubsSinkRows(sink, &last);
+			if (f.chain)
+				SubsLeaseNote(DatumGetInt32(sub), lease_end, req->owner,
+							  SUBS_COL_ID, SUBS_COL_SEQ, SUBS_COL_BY_RANGE);
 		}
 		next = end;
 	}

@@ -70,6 +70,8 @@ extern void SubsPurgeDead(TimestampTz horizon);
 /* leases by range (outbox_subs_lease.c) */
 extern bool SubsLeaseRows(void);
 extern Datum SubsLeaseIdsLeft(Datum ids, int n, int col);
+extern void SubsLeaseNote(int32 sub, TimestampTz until, text *owner, int idcol,
+						  int seqcol, int bycol);
 extern int64 SubsLeaseComplete(Datum ids, text *owner, text *name);
 extern int64 SubsLeaseToState(Datum ids, text *owner, text *name);
 extern int64 SubsLeaseExpiredToState(int32 sub, TimestampTz now, TimestampTz low);

@@ -20,7 +20,14 @@
  *
  * A row is found from a message by the message's position: the row of its
  * subscription with the greatest first_seq not after it, whose seqs
- * holds it (the reads of a subscription's log never overlap).
+ * holds it (the reads of a subscription's log never overlap).  A backend
+ * remembers the last rows its claims wrote, with the ids and positions of
+ * their messages (LeaseMemo): the completion that follows in the same
+ * session, as every pull loop and route does it, goes to its row by the
+ * row's key instead of looking each message up in the log and in the
+ * lease rows.  The memory only guides: the row is checked (its owner, its
+ * lease's end, its positions), and what it does not find is looked up as
+ * before.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,6 +36,8 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "outbox_spi.h"
@@ -81,6 +90,35 @@ SAVED_STATEMENT(stmt_complete) = {
 };
 
 /*
+ * Complete the messages at the positions $4 of the lease row ($1, $2) that
+ * owner $3 holds until $6, in the subscription named $5: as stmt_complete,
+ * for one row known.  Returns how many were completed and whether the row
+ * went, no row when there is no such row.
+ */
+SAVED_STATEMENT(stmt_complete_row) = {
+	"WITH c AS MATERIALIZED (SELECT x.sub_id, x.first_seq,"
+	"  x.seqs OPERATOR(pg_catalog.<@) $4 AS whole,"
+	"  (SELECT pg_catalog.count(DISTINCT q.seq) FROM pg_catalog.unnest($4) AS q(seq)"
+	"   WHERE q.seq OPERATOR(pg_catalog.=) ANY (x.seqs)) AS n"
+	"  FROM outbox.subscription_lease x, outbox.subscription s"
+	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.first_seq OPERATOR(pg_catalog.=) $2"
+	"  AND x.lease_owner OPERATOR(pg_catalog.=) $3 AND x.leased_until OPERATOR(pg_catalog.=) $6"
+	"  AND s.sub_id OPERATOR(pg_catalog.=) x.sub_id AND s.name OPERATOR(pg_catalog.=) $5"
+	"  FOR UPDATE OF x),"
+	" d AS (DELETE FROM outbox.subscription_lease x USING c WHERE c.whole"
+	"  AND x.sub_id OPERATOR(pg_catalog.=) c.sub_id"
+	"  AND x.first_seq OPERATOR(pg_catalog.=) c.first_seq),"
+	" u AS (UPDATE outbox.subscription_lease x SET seqs = ARRAY("
+	"   SELECT q.seq FROM pg_catalog.unnest(x.seqs) AS q(seq)"
+	"   WHERE q.seq OPERATOR(pg_catalog.<>) ALL ($4) ORDER BY q.seq)"
+	"  FROM c WHERE NOT c.whole AND c.n OPERATOR(pg_catalog.>) 0"
+	"  AND x.sub_id OPERATOR(pg_catalog.=) c.sub_id"
+	"  AND x.first_seq OPERATOR(pg_catalog.=) c.first_seq)"
+	" SELECT c.n, c.whole FROM c",
+	SPI_OK_SELECT, 6, {INT4OID, INT8OID, TEXTOID, INT8ARRAYOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+/*
  * The leases of the rows deleted (the CTE l) become state rows, with the
  * messages' ids and keys from the log.
  */
@@ -124,6 +162,29 @@ SAVED_STATEMENT(stmt_expired_to_state) = {
 	LEASES_TO_STATE,
 	SPI_OK_INSERT, 3, {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 };
+
+/* the lease rows a backend remembers */
+#define LEASE_MEMOS		8
+
+typedef struct LeaseMemoItem
+{
+	pg_uuid_t	id;
+	int64		seq;
+} LeaseMemoItem;
+
+/* a lease row that this backend's claim wrote, its messages by id */
+typedef struct LeaseMemo
+{
+	int32		sub;			/* 0: an empty slot */
+	int64		first_seq;
+	TimestampTz until;
+	char	   *owner;			/* in TopMemoryContext */
+	int			n;
+	LeaseMemoItem *items;		/* sorted by id, in TopMemoryContext */
+} LeaseMemo;
+
+static LeaseMemo memos[LEASE_MEMOS];
+static int	memo_next = 0;
 
 /* Is outbox.subscription_lease there (the tables of 1.5)? */
 bool
@@ -175,13 +236,106 @@ SubsLeaseIdsLeft(Datum ids, int n, int col)
 										   TYPALIGN_CHAR));
 }
 
+static int
+obx_item_cmp(const void *a, const void *b)
+{
+	return memcmp(&((const LeaseMemoItem *) a)->id, &((const LeaseMemoItem *) b)->id,
+				  UUID_LEN);
+}
+
 /*
- * Complete the messages ids (a uuid[]) that owner leased by range in the
- * subscriptions named name.  Returns how many.  Runs inside the caller's
- * SPI connection.
+ * Remember the lease row that the claim of subscription sub just wrote,
+ * leased to owner until until: the rows of SPI_tuptable whose boolean column bycol
+ * is true, their ids and positions in columns idcol and seqcol.
  */
-int64
-SubsLeaseComplete(Datum ids, text *owner, text *name)
+void
+SubsLeaseNote(int32 sub, TimestampTz until, text *owner, int idcol, int seqcol,
+			  int bycol)
+{
+	SPITupleTable *tt = SPI_tuptable;
+	LeaseMemo  *m;
+	LeaseMemoItem *items;
+	int			n = 0;
+	uint64		i;
+
+	items = MemoryContextAlloc(TopMemoryContext,
+							   sizeof(LeaseMemoItem) * Max(SPI_processed, 1));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		by = SPI_getbinval(tt->vals[i], tt->tupdesc, bycol, &isnull);
+
+		if (isnull || !DatumGetBool(by))
+			continue;
+		items[n].id = *DatumGetUUIDP(SPI_getbinval(tt->vals[i], tt->tupdesc, idcol,
+												   &isnull));
+		items[n].seq = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, seqcol,
+												   &isnull));
+		n++;
+	}
+	if (n == 0)
+	{
+		pfree(items);
+		return;
+	}
+	m = &memos[memo_next];
+	memo_next = (memo_next + 1) % LEASE_MEMOS;
+	if (m->items != NULL)
+		pfree(m->items);
+	if (m->owner != NULL)
+		pfree(m->owner);
+	m->owner = MemoryContextStrdup(TopMemoryContext, text_to_cstring(owner));
+	m->sub = sub;
+	m->until = until;
+	m->n = n;
+	m->first_seq = items[0].seq;
+	for (i = 1; i < n; i++)
+		m->first_seq = Min(m->first_seq, items[i].seq);
+	qsort(items, n, sizeof(LeaseMemoItem), obx_item_cmp);
+	m->items = items;
+}
+
+static void
+obx_memo_forget(LeaseMemo *m)
+{
+	m->sub = 0;
+}
+
+/*
+ * Complete the messages at positions seqs[0..n-1] of the lease row that m
+ * remembers: how many were completed, or -1 when the row is not there as
+ * remembered (no longer, or not of subscription name).
+ */
+static int64
+obx_memo_complete(LeaseMemo *m, Datum *seqs, int n, text *owner, text *name)
+{
+	Datum		args[6];
+	bool		isnull;
+	int64		done;
+
+	args[0] = Int32GetDatum(m->sub);
+	args[1] = Int64GetDatum(m->first_seq);
+	args[2] = PointerGetDatum(owner);
+	args[3] = PointerGetDatum(construct_array(seqs, n, INT8OID, sizeof(int64),
+											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	args[4] = PointerGetDatum(name);
+	args[5] = TimestampTzGetDatum(m->until);
+	if (SpiExecute(&stmt_complete_row, args, NULL, false, 0) == 0)
+	{
+		obx_memo_forget(m);
+		return -1;
+	}
+	done = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									   1, &isnull));
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
+								   &isnull)))
+		obx_memo_forget(m);
+	return done;
+}
+
+/* stmt_complete: the messages ids (a uuid[]) looked up */
+static int64
+obx_lookup_complete(Datum ids, text *owner, text *name)
 {
 	Datum		args[3];
 	Datum		n;
@@ -194,6 +348,82 @@ SubsLeaseComplete(Datum ids, text *owner, text *name)
 		return 0;
 	n = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt64(n);
+}
+
+/*
+ * Complete the messages ids (a uuid[]) that owner leased by range in the
+ * subscriptions named name: those of rows this backend remembers through
+ * their rows, the others by look-up.  Returns how many.  Runs inside the
+ * caller's SPI connection.
+ */
+int64
+SubsLeaseComplete(Datum ids, text *owner, text *name)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+	bool	   *known;
+	Datum	   *group;
+	int			nleft = 0;
+	int64		done = 0;
+	char	   *owner_str;
+	int			k;
+	int			j;
+
+	deconstruct_array(DatumGetArrayTypeP(ids), UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
+					  &elems, &nulls, &nelems);
+	owner_str = text_to_cstring(owner);
+	known = palloc0(sizeof(bool) * Max(nelems, 1));
+	group = palloc(sizeof(Datum) * Max(nelems, 1));
+	for (k = 0; k < LEASE_MEMOS; k++)
+	{
+		LeaseMemo  *m = &memos[k];
+		int		   *at = palloc(sizeof(int) * Max(nelems, 1));
+		int			n = 0;
+		LeaseMemoItem key;
+		LeaseMemoItem *item;
+		int64		r;
+
+		if (m->sub == 0 || strcmp(m->owner, owner_str) != 0)
+		{
+			pfree(at);
+			continue;
+		}
+		for (j = 0; j < nelems; j++)
+		{
+			if (nulls[j] || known[j])
+				continue;
+			key.id = *DatumGetUUIDP(elems[j]);
+			item = bsearch(&key, m->items, m->n, sizeof(LeaseMemoItem), obx_item_cmp);
+			if (item == NULL)
+				continue;
+			group[n] = Int64GetDatum(item->seq);
+			at[n++] = j;
+		}
+		if (n == 0)
+		{
+			pfree(at);
+			continue;
+		}
+		r = obx_memo_complete(m, group, n, owner, name);
+		/* a row not there as remembered: its messages are looked up below */
+		if (r >= 0)
+		{
+			done += r;
+			for (j = 0; j < n; j++)
+				known[at[j]] = true;
+		}
+		pfree(at);
+	}
+	for (j = 0; j < nelems; j++)
+		if (!nulls[j] && !known[j])
+			group[nleft++] = elems[j];
+	if (nleft > 0)
+		done += obx_lookup_complete(PointerGetDatum(construct_array(group, nleft, UUIDOID,
+																	UUID_LEN, false,
+																	TYPALIGN_CHAR)),
+									owner, name);
+	return done;
 }
 
 /*

@@ -22,7 +22,6 @@
 
 /* the columns a claim returns that the sink reads */
 #define SUBS_COL_OWNER		9
-#define SUBS_COL_SEQ		13
 
 /*
  * A sink into store, whose descriptor tupdesc is the row type of

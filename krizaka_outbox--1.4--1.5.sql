@@ -15,9 +15,9 @@ COMMENT ON TABLE outbox.subscription_frontier IS
     'The ranges of the log each named subscription has read, [from_seq, next_seq); its newest row is the read frontier.';
 
 /*
- * The fresh messages without an ordering key that a claim of a named
- * subscription leases are kept as one row per read of the log, not a
- * state row each (see krizaka_outbox--1.5.sql).  The state rows of 1.4
+ * The fresh messages that a claim of a named subscription leases at once
+ * are kept as one row per read of the log, not a state row each (see
+ * krizaka_outbox--1.5.sql).  The state rows of 1.4
  * stay as they are.
  */
 CREATE TABLE outbox.subscription_lease (
@@ -33,9 +33,21 @@ CREATE INDEX subscription_lease_until_idx
     ON outbox.subscription_lease (leased_until, sub_id);
 
 COMMENT ON TABLE outbox.subscription_lease IS
-    'Fresh messages without an ordering key that a claim of a named subscription leased, one row per read of the log.';
+    'Fresh messages that a claim of a named subscription leased at once, one row per read of the log.';
+
+/* the ordering keys whose head a lease row holds (see krizaka_outbox--1.5.sql) */
+CREATE TABLE outbox.subscription_key (
+    sub_id        integer NOT NULL,
+    ordering_key  text    COLLATE pg_catalog."C" NOT NULL,
+    seq           bigint  NOT NULL,
+    CONSTRAINT subscription_key_pkey PRIMARY KEY (ordering_key, sub_id)
+);
+
+COMMENT ON TABLE outbox.subscription_key IS
+    'The ordering keys whose head a lease row of outbox.subscription_lease holds, with its position.';
 
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_lease', '');
+SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_key', '');
 
 /* its privileges: as outbox.claim_position's, below */
 
@@ -349,7 +361,8 @@ CREATE TABLE outbox.claim_position (
 COMMENT ON TABLE outbox.claim_position IS
     'Where the search of each topic''s claim position starts when none is kept: every message of the topic below position is finished or deferred.';
 
-REVOKE ALL ON TABLE outbox.claim_position, outbox.subscription_lease FROM PUBLIC;
+REVOKE ALL ON TABLE outbox.claim_position, outbox.subscription_lease, outbox.subscription_key
+    FROM PUBLIC;
 
 /*
  * As a fresh installation does: a database owner who is not a superuser
@@ -365,7 +378,8 @@ BEGIN
         SELECT DISTINCT c.oid::pg_catalog.regclass AS rel, a.grantee
           FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
          WHERE c.oid OPERATOR(pg_catalog.=) ANY (ARRAY['outbox.claim_position'::pg_catalog.regclass,
-                                                      'outbox.subscription_lease'::pg_catalog.regclass])
+                                                      'outbox.subscription_lease'::pg_catalog.regclass,
+                                                      'outbox.subscription_key'::pg_catalog.regclass])
            AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON TABLE %s FROM %s', r.rel,
@@ -378,7 +392,7 @@ BEGIN
      WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
        AND NOT ro.rolsuper;
     IF FOUND THEN
-        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.claim_position, outbox.subscription_lease TO %I WITH GRANT OPTION',
+        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.claim_position, outbox.subscription_lease, outbox.subscription_key TO %I WITH GRANT OPTION',
             dbowner);
     END IF;
 END

@@ -541,8 +541,8 @@ COMMENT ON TABLE outbox.subscription_state IS
  * outbox.subscription_lease: the messages a claim of a named subscription
  * read from its log and leased at once, one row for each read: seqs, the
  * positions it leased (in order) and still holds, first_seq the first
- * position it leased.  A message leased so, fresh, without an ordering
- * key, gets no state row: a claim of a batch writes one row, and the
+ * position it leased.  A message leased so, fresh, gets no state row
+ * (the head of an ordering key a row of outbox.subscription_key): a claim of a batch writes one row, and the
  * completion of the batch deletes it.  Whatever else becomes of such a
  * message (a failure, an extended or released lease, a lease that ran
  * out) turns the leases of its row into state rows first
@@ -564,12 +564,32 @@ CREATE INDEX subscription_lease_until_idx
     ON outbox.subscription_lease (leased_until, sub_id);
 
 COMMENT ON TABLE outbox.subscription_lease IS
-    'Fresh messages without an ordering key that a claim of a named subscription leased, one row per read of the log.';
+    'Fresh messages that a claim of a named subscription leased at once, one row per read of the log.';
+
+/*
+ * outbox.subscription_key: the ordering keys whose head a lease row holds.
+ * A fresh message with a key that a claim leases at once (its key had no
+ * message not done) goes into the claim's lease row like the others, and
+ * its key gets a row here, so that the next messages of the key wait
+ * behind it (their state rows blocked) until it is done.  The row goes
+ * with the message's lease: at its completion, or when the lease row
+ * turns into state rows (then the head's state row holds the key).
+ */
+CREATE TABLE outbox.subscription_key (
+    sub_id        integer NOT NULL,
+    ordering_key  text    COLLATE pg_catalog."C" NOT NULL,
+    seq           bigint  NOT NULL,
+    CONSTRAINT subscription_key_pkey PRIMARY KEY (ordering_key, sub_id)
+);
+
+COMMENT ON TABLE outbox.subscription_key IS
+    'The ordering keys whose head a lease row of outbox.subscription_lease holds, with its position.';
 
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_state', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_frontier', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_lease', '');
+SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_key', '');
 SELECT pg_catalog.pg_extension_config_dump('outbox.subscription_id_seq', '');
 
 /*
@@ -913,7 +933,7 @@ COMMENT ON FUNCTION outbox.worker_status() IS
 REVOKE ALL ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats,
     outbox.route_secrets, outbox.route_http_stats, outbox.subscription,
     outbox.subscription_state, outbox.subscription_frontier, outbox.subscription_lease,
-    outbox.subscription_stats, outbox.claim_position FROM PUBLIC;
+    outbox.subscription_key, outbox.subscription_stats, outbox.claim_position FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox FROM PUBLIC;
 
 -- Default privileges the installing role set up must not open the tables
@@ -956,7 +976,7 @@ BEGIN
     IF FOUND THEN
         EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA outbox TO %I WITH GRANT OPTION', dbowner);
         EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA outbox TO %I WITH GRANT OPTION', dbowner);
-        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats, outbox.route_http_stats, outbox.subscription, outbox.subscription_state, outbox.subscription_frontier, outbox.subscription_lease, outbox.subscription_stats, outbox.claim_position TO %I WITH GRANT OPTION', dbowner);
+        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE outbox.message, outbox.processed, outbox.routes, outbox.topic_stats, outbox.route_http_stats, outbox.subscription, outbox.subscription_state, outbox.subscription_frontier, outbox.subscription_lease, outbox.subscription_key, outbox.subscription_stats, outbox.claim_position TO %I WITH GRANT OPTION', dbowner);
     END IF;
 END
 $do$;

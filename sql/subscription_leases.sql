@@ -37,12 +37,15 @@ SELECT count(outbox.append('rl', 'evt.rl.v1', jsonb_build_object('n', n), regres
   FROM generate_series(1, 4) AS n;
 SELECT outbox.append('rl', 'evt.rl.v1', '{"n": 5}', regress.id(5), NULL, 'k5');
 
--- one claim: the four without a key in one lease row, the keyed one in a
--- state row; every one returned with attempt 1 and the owner's lease
+-- one claim: all five in one lease row, the keyed one's key in a row of
+-- outbox.subscription_key; every one returned with attempt 1 and the
+-- owner's lease
 SELECT payload->>'n' AS n, attempts, lease_owner, leased_until > now() AS leased
   FROM outbox.claim('w', 'rl', 10, 60, 's') ORDER BY seq;
 SELECT * FROM sl.leases();
 SELECT * FROM sl.states();
+SELECT ordering_key, seq = (SELECT seq FROM outbox.message WHERE id = regress.id(5)) AS its_seq
+  FROM outbox.subscription_key;
 SELECT pending, in_flight FROM outbox.subscription_stats WHERE subscription = 's';
 
 -- completion by another owner: nothing
@@ -54,6 +57,7 @@ SELECT outbox.complete(regress.id(1), 'w', 's') AS again;
 SELECT * FROM sl.leases();
 SELECT outbox.complete_many(ARRAY[regress.id(2), regress.id(5), regress.id(2)], 'w', 's') AS completed_many;
 SELECT * FROM sl.leases();
+SELECT count(*) AS key_rows FROM outbox.subscription_key;
 SELECT * FROM sl.states();
 SELECT pending, in_flight FROM outbox.subscription_stats WHERE subscription = 's';
 
@@ -136,6 +140,42 @@ SELECT outbox.complete_many(ARRAY[regress.id(14), regress.id(15)], 'w', 's2') AS
 SELECT count(*) AS lease_rows FROM outbox.subscription_lease;
 SELECT pending, in_flight FROM outbox.subscription_stats WHERE subscription = 's2';
 SELECT outbox.unsubscribe('rl', 's2') AS unsubscribed;
+
+-- a key whose head a lease row holds blocks the key's later messages (state
+-- rows, blocked); the head's completion unblocks the next one, which is
+-- then handed out by the due read
+SELECT outbox.subscribe('rl', 's3');
+SELECT outbox.append('rl', 'evt.rl.v1', '{"n": 16}', regress.id(16), NULL, 'k16');
+SELECT payload->>'n' AS n FROM outbox.claim('w', 'rl', 10, 60, 's3');
+SELECT ordering_key FROM outbox.subscription_key;
+SELECT count(outbox.append('rl', 'evt.rl.v1', jsonb_build_object('n', n), regress.id(n),
+                           NULL, 'k16'))
+  FROM generate_series(17, 18) AS n;
+SELECT count(*) AS claimed_behind_head FROM outbox.claim('w', 'rl', 10, 60, 's3');
+SELECT n, x.blocked FROM sl.states() JOIN outbox.subscription_state x
+    ON x.id = regress.id(n::int) ORDER BY n;
+SELECT outbox.complete(regress.id(16), 'w', 's3') AS head_completed;
+SELECT count(*) AS key_rows FROM outbox.subscription_key;
+SELECT payload->>'n' AS n, attempts FROM outbox.claim('w', 'rl', 10, 60, 's3');
+SELECT outbox.fail(regress.id(17), 'w', 'boom', 's3') AS failed;
+SELECT s.n, s.attempts, s.leased, x.blocked FROM sl.states() s JOIN outbox.subscription_state x
+    ON x.id = regress.id(s.n::int) ORDER BY s.n;
+
+-- from another session, which does not know the row: looked up, the key's
+-- row goes under the key's lock; a failure turns a keyed head leased by
+-- range into its state row, which holds the key from then on
+SELECT outbox.append('rl', 'evt.rl.v1', '{"n": 19}', regress.id(19), NULL, 'k19');
+SELECT outbox.append('rl', 'evt.rl.v1', '{"n": 20}', regress.id(20), NULL, 'k20');
+SELECT payload->>'n' AS n FROM outbox.claim('w', 'rl', 10, 60, 's3') ORDER BY seq;
+SELECT ordering_key FROM outbox.subscription_key ORDER BY ordering_key;
+\c -
+SELECT outbox.complete(regress.id(19), 'w', 's3') AS completed_elsewhere;
+SELECT outbox.fail(regress.id(20), 'w', 'boom', 's3') AS failed_elsewhere;
+SELECT ordering_key FROM outbox.subscription_key;
+SELECT * FROM sl.leases();
+SELECT n, attempts, leased FROM sl.states();
+SELECT outbox.unsubscribe('rl', 's3') AS unsubscribed;
+SELECT count(*) AS key_rows FROM outbox.subscription_key;
 
 SELECT regress.reset();
 DROP SCHEMA sl CASCADE;

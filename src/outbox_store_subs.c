@@ -317,17 +317,18 @@ SubsPromoteReturned(int subcol, int keycol, int morecol)
  * file.  Runs inside the caller's SPI connection.
  */
 static void
-obx_lock_keyed(SavedStatement *keyed, Datum *args)
+obx_lock_keyed(SavedStatement *keyed, Datum *args, int nmore, Datum *more_subs,
+			   Datum *more_keys)
 {
 	uint64		n = SpiExecute(keyed, args, NULL, false, 0);
 	Datum	   *subs;
 	Datum	   *keys;
 	uint64		i;
 
-	if (n == 0)
+	if (n + nmore == 0)
 		return;
-	subs = palloc(sizeof(Datum) * n);
-	keys = palloc(sizeof(Datum) * n);
+	subs = palloc(sizeof(Datum) * (n + nmore));
+	keys = palloc(sizeof(Datum) * (n + nmore));
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
@@ -337,7 +338,12 @@ obx_lock_keyed(SavedStatement *keyed, Datum *args)
 		keys[i] = PointerGetDatum(DatumGetTextPCopy(
 			SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)));
 	}
-	SubsKeyLockMany((int) n, subs, keys);
+	for (i = 0; i < nmore; i++)
+	{
+		subs[n + i] = more_subs[i];
+		keys[n + i] = more_keys[i];
+	}
+	SubsKeyLockMany((int) (n + nmore), subs, keys);
 	pfree(subs);
 	pfree(keys);
 }
@@ -368,6 +374,9 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
 	int64		done;
 	bool		leases;
 	Datum		left = (Datum) 0;
+	Datum	   *memo_subs = NULL;
+	Datum	   *memo_keys = NULL;
+	int			nmemo;
 
 	args[0] = id;
 	args[1] = PointerGetDatum(name);
@@ -375,7 +384,10 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
 	args[3] = BoolGetDatum(true);
 	args[4] = Int32GetDatum(0);
 	SpiConnect();
-	obx_lock_keyed(keyed, args);
+	/* the keys of the lease rows this backend remembers too: one round of locks */
+	nmemo = SubsLeaseRows() ? SubsLeaseKeys(ids, DatumGetUUIDP(id), owner, &memo_subs,
+											&memo_keys) : 0;
+	obx_lock_keyed(keyed, args, nmemo, memo_subs, memo_keys);
 	done = (int64) SpiExecute(stmt, args, NULL, false, 0);
 	leases = done < n && SubsLeaseRows();
 	/* (before SPI_tuptable goes to the promotion) */
@@ -450,7 +462,7 @@ SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now,
 	args[3] = BoolGetDatum(dead);
 	args[4] = Int32GetDatum(outbox_max_attempts);
 	SpiConnect();
-	obx_lock_keyed(&stmt_keyed, args);
+	obx_lock_keyed(&stmt_keyed, args, 0, NULL, NULL);
 	if (SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0 &&
 		(!obx_leases_to_state(obx_one_id(id), owner, name) ||
 		 SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0))

@@ -11,10 +11,12 @@
  * frontier (outbox_subs_frontier.c), which records each range read: two
  * claimers never read one range of the log, and a range whose claim
  * rolls back is read again.  A claim releases the lock once its rows are
- * in (SUBS_RELEASE_BEFORE_COMMIT).  Every message read gets a state row:
- * leased at once when it is due and its key's head, else waiting for its
- * available_at or behind its key; the claim holds the lock of each key it
- * adds a row to until it ends, and stops reading before a message whose
+ * in (SUBS_RELEASE_BEFORE_COMMIT).  The messages read that are due and
+ * their key's head are leased at once, in one lease row (with the tables
+ * of 1.5; a row of outbox.subscription_key for each key among them, see
+ * outbox_subs_lease.c), the others get a state row, waiting for their
+ * available_at or behind their key; the claim holds the lock of each key
+ * it adds a row to until it ends, and stops reading before a message whose
  * key another transaction holds (outbox_subs_keylock.c).  The due read and
  * the look at leases that ran out (outbox_store_subs_due.c) lease rows
  * that are there, skipping those another claim holds; they need no lock,
@@ -116,19 +118,20 @@ SAVED_STATEMENT(stmt_dead_keys) = {
  * read, or in a state row.  Returns the messages, in position order; the
  * leased ones have a lease owner.
  *
- * With the tables of 1.5, the messages leased at once that have no
- * ordering key get no state row: one row of outbox.subscription_lease
- * holds them all (outbox_subs_lease.c).  The others get a state row each:
- * leased keyed heads, messages not due yet, blocked ones and holes.
+ * With the tables of 1.5, the messages leased at once get no state row:
+ * one row of outbox.subscription_lease holds them all, and a row of
+ * outbox.subscription_key each key among them (outbox_subs_lease.c).  The
+ * others get a state row each: messages not due yet, blocked ones and
+ * holes.
  */
-#define CLAIM_FRESH_READ \
+#define CLAIM_FRESH_READ(keyrows) \
 	"WITH f AS MATERIALIZED (SELECT e.*, e.ordering_key IS NOT NULL AND (" \
 	"   pg_catalog.row_number() OVER (PARTITION BY e.ordering_key ORDER BY e.seq)" \
 	"    OPERATOR(pg_catalog.>) 1" \
 	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state k" \
 	"    WHERE k.sub_id OPERATOR(pg_catalog.=) $1" \
 	"    AND k.ordering_key OPERATOR(pg_catalog.=) e.ordering_key AND k.dead_at IS NULL" \
-	"    AND k.seq OPERATOR(pg_catalog.<) e.seq)) AS blocked" \
+	"    AND k.seq OPERATOR(pg_catalog.<) e.seq)" keyrows ") AS blocked" \
 	"  FROM (SELECT m.id, m.topic, m.event_type, m.payload, m.created_at," \
 	"    " SUBS_DUE_AT("m") " AS available_at, m.seq, m.ordering_key, false AS hole" \
 	"    FROM outbox.message m" \
@@ -156,7 +159,7 @@ SAVED_STATEMENT(stmt_dead_keys) = {
 
 /* 1.4: a state row for each message read */
 SAVED_STATEMENT(stmt_claim_fresh_v14) = {
-	CLAIM_FRESH_READ
+	CLAIM_FRESH_READ("")
 	"  RETURNING seq, attempts, leased_until, lease_owner)"
 	" SELECT f.id, f.topic, f.event_type, f.payload, f.created_at, f.available_at,"
 	" i.attempts, i.leased_until, i.lease_owner, NULL::pg_catalog.timestamptz,"
@@ -165,21 +168,32 @@ SAVED_STATEMENT(stmt_claim_fresh_v14) = {
 	SPI_OK_SELECT, 10, CLAIM_FRESH_ARGTYPES
 };
 
-/* 1.5: the messages leased without a key in one lease row */
+/*
+ * 1.5: the messages leased at once in one lease row, and a row of
+ * outbox.subscription_key for each key whose head is among them; a key
+ * with such a row blocks its later messages as a state row would.
+ */
 SAVED_STATEMENT(stmt_claim_fresh) = {
-	CLAIM_FRESH_READ
-	"  WHERE NOT t.take OR t.ordering_key IS NOT NULL"
+	CLAIM_FRESH_READ(
+		"   OR EXISTS (SELECT 1 FROM outbox.subscription_key kk"
+		"    WHERE kk.sub_id OPERATOR(pg_catalog.=) $1"
+		"    AND kk.ordering_key OPERATOR(pg_catalog.=) e.ordering_key"
+		"    AND kk.seq OPERATOR(pg_catalog.<) e.seq)")
+	"  WHERE NOT t.take"
 	"  RETURNING seq, attempts, leased_until, lease_owner),"
 	" r AS (INSERT INTO outbox.subscription_lease (sub_id, first_seq, lease_owner,"
 	"   leased_until, seqs)"
 	"  SELECT $1, pg_catalog.min(t.seq), $8, $7, pg_catalog.array_agg(t.seq ORDER BY t.seq)"
-	"  FROM t WHERE t.take AND t.ordering_key IS NULL"
-	"  HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0)"
+	"  FROM t WHERE t.take"
+	"  HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0),"
+	" kr AS (INSERT INTO outbox.subscription_key (sub_id, ordering_key, seq)"
+	"  SELECT $1, t.ordering_key, t.seq FROM t"
+	"  WHERE t.take AND t.ordering_key IS NOT NULL)"
 	" SELECT t.id, t.topic, t.event_type, t.payload, t.created_at, t.available_at,"
 	" COALESCE(i.attempts, 1), CASE WHEN i.seq IS NULL THEN $7 ELSE i.leased_until END,"
 	" CASE WHEN i.seq IS NULL THEN $8 ELSE i.lease_owner END, NULL::pg_catalog.timestamptz,"
 	" NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, t.seq, false, t.ordering_key,"
-	" t.take AND t.ordering_key IS NULL"
+	" t.take"
 	" FROM t LEFT JOIN i ON i.seq OPERATOR(pg_catalog.=) t.seq WHERE NOT t.hole ORDER BY t.seq",
 	SPI_OK_SELECT, 10, CLAIM_FRESH_ARGTYPES
 };
@@ -465,8 +479,8 @@ obx_claim_fresh(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 							  args, nulls, false, 0);
 			got += SubsSinkRows(sink, &last);
 			if (f.chain)
-				SubsLeaseNote(DatumGetInt32(sub), lease_end, req->owner,
-							  SUBS_COL_ID, SUBS_COL_SEQ, SUBS_COL_BY_RANGE);
+				SubsMemoNote(DatumGetInt32(sub), lease_end, req->owner, SUBS_COL_ID,
+							 SUBS_COL_SEQ, SUBS_COL_KEY, SUBS_COL_BY_RANGE);
 		}
 		next = end;
 	}

@@ -70,10 +70,34 @@ extern void SubsPurgeDead(TimestampTz horizon);
 /* leases by range (outbox_subs_lease.c) */
 extern bool SubsLeaseRows(void);
 extern Datum SubsLeaseIdsLeft(Datum ids, int n, int col);
-extern void SubsLeaseNote(int32 sub, TimestampTz until, text *owner, int idcol,
-						  int seqcol, int bycol);
+extern int	SubsLeaseKeys(Datum ids, pg_uuid_t *one, text *owner, Datum **subs,
+						  Datum **keys);
 extern int64 SubsLeaseComplete(Datum ids, text *owner, text *name);
 extern int64 SubsLeaseToState(Datum ids, text *owner, text *name);
+
+/*
+ * The messages of a lease row that this backend's claim wrote, among the
+ * ids a completion names (outbox_subs_memo.c): memo is the slot, at[i]
+ * the index in those ids of the i-th message.
+ */
+typedef struct LeaseGroup
+{
+	int			memo;
+	int32		sub;
+	int64		first_seq;
+	TimestampTz until;
+	int			n;
+	Datum	   *seqs;
+	Datum	   *keys;
+	bool	   *keynulls;
+	int		   *at;
+} LeaseGroup;
+
+extern void SubsMemoNote(int32 sub, TimestampTz until, text *owner, int idcol,
+						 int seqcol, int keycol, int bycol);
+extern void SubsMemoForget(const LeaseGroup *g);
+extern int	SubsMemoGroups(Datum *elems, bool *nulls, const bool *known, int nelems,
+						   text *owner, LeaseGroup **groups);
 extern int64 SubsLeaseExpiredToState(int32 sub, TimestampTz now, TimestampTz low);
 /* expiry (outbox_subs_manage.c) */
 extern void SubsExpire(TimestampTz now);

@@ -1,33 +1,33 @@
 /*-------------------------------------------------------------------------
  *
  * outbox_subs_lease.c
- *		Leases by range: the fresh messages without an ordering key that a
- *		claim of a named subscription leases (outbox_store_subs_claim.c)
- *		are kept as one row of outbox.subscription_lease for each read of
- *		the log, not as a state row each.  Here: their completion, and
- *		their turning into state rows for everything else.
+ *		Leases by range: the fresh messages that a claim of a named
+ *		subscription leases at once (outbox_store_subs_claim.c) are kept as
+ *		one row of outbox.subscription_lease for each read of the log, not
+ *		as a state row each.  Here: their completion, and their turning into
+ *		state rows for everything else.
  *
  * A claim of a batch of fresh messages so writes one row, and the
  * completion of the batch deletes it: under a held snapshot, which keeps
  * every row version written since, a message costs its subscription a
- * share of one row, not a state row inserted and deleted with three index
- * entries.  A failure, an extended or released lease and a lease that ran
- * out are rare, and the code that handles them knows state rows: the
- * leases of the row concerned become state rows first, as the claim would
- * have written them (attempt 1, leased by the row's owner until its
- * lease's end), and the row goes.  So a message is in a lease row or in a
- * state row, never both, and a state row's rules hold for it from then on.
+ * share of one row, not a state row inserted and deleted with four index
+ * entries.  The head of an ordering key among them also gets a row of
+ * outbox.subscription_key, which blocks the key's later messages as its
+ * state row would, and goes with its lease.  A failure, an extended or
+ * released lease and a lease that ran out are rare, and the code that
+ * handles them knows state rows: the leases of the row concerned become
+ * state rows first, as the claim would have written them (attempt 1,
+ * leased by the row's owner until its lease's end), and the row goes with
+ * its keys' rows.  So a message is in a lease row or in a state row, never
+ * both, and a state row's rules hold for it from then on.
  *
  * A row is found from a message by the message's position: the row of its
  * subscription with the greatest first_seq not after it, whose seqs
- * holds it (the reads of a subscription's log never overlap).  A backend
- * remembers the last rows its claims wrote, with the ids and positions of
- * their messages (LeaseMemo): the completion that follows in the same
- * session, as every pull loop and route does it, goes to its row by the
- * row's key instead of looking each message up in the log and in the
- * lease rows.  The memory only guides: the row is checked (its owner, its
- * lease's end, its positions), and what it does not find is looked up as
- * before.
+ * holds it (the reads of a subscription's log never overlap).  The
+ * completion in the session whose claim wrote the row goes to it by its
+ * key (outbox_subs_memo.c).  A completion changes a key's row under the
+ * key's lock (outbox_subs_keylock.c), and unblocks the key's next state
+ * row when it has one.
  *
  *-------------------------------------------------------------------------
  */
@@ -37,18 +37,20 @@
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "outbox_spi.h"
 #include "outbox_subs.h"
+#include "outbox_subs_sink.h"
 
 /*
  * The lease rows that owner $3 holds on the messages $1 (uuid[]), in the
- * subscriptions named $2: their keys and the positions of those messages.
+ * subscriptions named $2: their keys, the positions of those messages and
+ * their ordering keys.
  */
 #define LEASES_OF_IDS \
-	"c AS MATERIALIZED (SELECT l.sub_id, l.first_seq, m.seq" \
+	"c AS MATERIALIZED (SELECT l.sub_id, l.first_seq, m.seq," \
+	"  m.ordering_key COLLATE pg_catalog.\"C\" AS key" \
 	"  FROM outbox.message m" \
 	"  JOIN outbox.subscription s ON s.topic OPERATOR(pg_catalog.=) m.topic" \
 	"   AND s.name OPERATOR(pg_catalog.=) $2" \
@@ -62,13 +64,39 @@
 	"  AND m.seq OPERATOR(pg_catalog.=) ANY (l.seqs))"
 
 /*
+ * The rows of the keys (sub_id, key, seq) in rel whose heads a completion
+ * took out of their lease rows go; with each, whether the key has state
+ * rows, one of which moves up then (SubsPromoteKeys).
+ */
+#define KEYS_DONE(rel, cond, more) \
+	" kd AS (DELETE FROM outbox.subscription_key y USING " rel \
+	"  WHERE y.sub_id OPERATOR(pg_catalog.=) w.sub_id" \
+	"  AND y.ordering_key OPERATOR(pg_catalog.=) w.key" \
+	"  AND y.seq OPERATOR(pg_catalog.=) w.seq AND " cond \
+	"  RETURNING y.sub_id, y.ordering_key, " more " AS more)"
+
+/* whether the key of y has state rows */
+#define KEY_HAS_STATE \
+	"EXISTS (SELECT 1 FROM outbox.subscription_state z" \
+	" WHERE z.sub_id OPERATOR(pg_catalog.=) y.sub_id" \
+	" AND z.ordering_key OPERATOR(pg_catalog.=) y.ordering_key AND z.dead_at IS NULL)"
+
+#define KEYS_TO_PROMOTE \
+	" (SELECT pg_catalog.array_agg(kd.sub_id) FROM kd WHERE kd.more)," \
+	" (SELECT pg_catalog.array_agg(kd.ordering_key) FROM kd WHERE kd.more)"
+
+/*
  * Complete: a row whose every message is completed goes, the others keep
- * the rest.  Returns how many messages were completed.
+ * the rest.  Of the messages without a key ($4 false) or with one ($4
+ * true, their keys' locks held).  Returns how many messages were
+ * completed; the subscriptions and keys of the keyed ones left (when $4 is
+ * false); those of the keys to promote.
  */
 SAVED_STATEMENT(stmt_complete) = {
 	"WITH " LEASES_OF_IDS ","
-	" g AS (SELECT c.sub_id, c.first_seq, pg_catalog.array_agg(c.seq) AS done"
-	"  FROM c GROUP BY c.sub_id, c.first_seq),"
+	" w AS (SELECT * FROM c WHERE (c.key IS NOT NULL) OPERATOR(pg_catalog.=) $4),"
+	" g AS (SELECT w.sub_id, w.first_seq, pg_catalog.array_agg(w.seq) AS done"
+	"  FROM w GROUP BY w.sub_id, w.first_seq),"
 	" d AS (DELETE FROM outbox.subscription_lease x USING g"
 	"  WHERE x.sub_id OPERATOR(pg_catalog.=) g.sub_id"
 	"  AND x.first_seq OPERATOR(pg_catalog.=) g.first_seq"
@@ -82,21 +110,28 @@ SAVED_STATEMENT(stmt_complete) = {
 	"  AND x.first_seq OPERATOR(pg_catalog.=) g.first_seq"
 	"  AND x.lease_owner OPERATOR(pg_catalog.=) $3"
 	"  AND NOT x.seqs OPERATOR(pg_catalog.<@) g.done"
-	"  RETURNING x.sub_id, x.first_seq)"
-	" SELECT pg_catalog.count(*) FROM c"
-	" WHERE (c.sub_id, c.first_seq) IN (SELECT d.sub_id, d.first_seq FROM d"
-	"  UNION ALL SELECT u.sub_id, u.first_seq FROM u)",
-	SPI_OK_SELECT, 3, {UUIDARRAYOID, TEXTOID, TEXTOID}
+	"  RETURNING x.sub_id, x.first_seq),"
+	" o AS (SELECT w.* FROM w WHERE (w.sub_id, w.first_seq) IN"
+	"  (SELECT d.sub_id, d.first_seq FROM d UNION ALL SELECT u.sub_id, u.first_seq FROM u)),"
+	KEYS_DONE("o AS w", "$4", KEY_HAS_STATE)
+	" SELECT (SELECT pg_catalog.count(*) FROM o),"
+	" (SELECT pg_catalog.array_agg(c.sub_id) FROM c WHERE c.key IS NOT NULL AND NOT $4),"
+	" (SELECT pg_catalog.array_agg(c.key) FROM c WHERE c.key IS NOT NULL AND NOT $4),"
+	KEYS_TO_PROMOTE,
+	SPI_OK_SELECT, 4, {UUIDARRAYOID, TEXTOID, TEXTOID, BOOLOID}
 };
 
 /*
- * Complete the messages at the positions $4 of the lease row ($1, $2) that
- * owner $3 holds until $6, in the subscription named $5: as stmt_complete,
- * for one row known.  Returns how many were completed and whether the row
- * went, no row when there is no such row.
+ * Complete the messages at the positions $4 (their keys $7, NULL for
+ * none; their locks held) of the lease row ($1, $2) that owner $3 holds
+ * until $6, in the subscription named $5: as stmt_complete, for one row
+ * known.  Returns how many were completed, whether the row went, and the
+ * subscriptions and keys to promote; no row when there is no such row.
+ * The keys are looked for among the state rows only when the subscription
+ * has keyed state rows at all (one probe), most often not.
  */
 SAVED_STATEMENT(stmt_complete_row) = {
-	"WITH c AS MATERIALIZED (SELECT x.sub_id, x.first_seq,"
+	"WITH c AS MATERIALIZED (SELECT x.sub_id, x.first_seq, x.seqs AS held,"
 	"  x.seqs OPERATOR(pg_catalog.<@) $4 AS whole,"
 	"  (SELECT pg_catalog.count(DISTINCT q.seq) FROM pg_catalog.unnest($4) AS q(seq)"
 	"   WHERE q.seq OPERATOR(pg_catalog.=) ANY (x.seqs)) AS n"
@@ -113,24 +148,37 @@ SAVED_STATEMENT(stmt_complete_row) = {
 	"   WHERE q.seq OPERATOR(pg_catalog.<>) ALL ($4) ORDER BY q.seq)"
 	"  FROM c WHERE NOT c.whole AND c.n OPERATOR(pg_catalog.>) 0"
 	"  AND x.sub_id OPERATOR(pg_catalog.=) c.sub_id"
-	"  AND x.first_seq OPERATOR(pg_catalog.=) c.first_seq)"
-	" SELECT c.n, c.whole FROM c",
-	SPI_OK_SELECT, 6, {INT4OID, INT8OID, TEXTOID, INT8ARRAYOID, TEXTOID, TIMESTAMPTZOID}
+	"  AND x.first_seq OPERATOR(pg_catalog.=) c.first_seq),"
+	" kd AS (DELETE FROM outbox.subscription_key y USING c"
+	"  WHERE y.sub_id OPERATOR(pg_catalog.=) c.sub_id"
+	"  AND y.ordering_key OPERATOR(pg_catalog.=) ANY ($7 COLLATE pg_catalog.\"C\")"
+	"  AND y.seq OPERATOR(pg_catalog.=) ANY ($4) AND y.seq OPERATOR(pg_catalog.=) ANY (c.held)"
+	"  RETURNING y.sub_id, y.ordering_key,"
+	"  (SELECT EXISTS (SELECT 1 FROM outbox.subscription_state z"
+	"    WHERE z.sub_id OPERATOR(pg_catalog.=) $1 AND z.ordering_key IS NOT NULL"
+	"    AND z.dead_at IS NULL)) AND " KEY_HAS_STATE " AS more)"
+	" SELECT c.n, c.whole," KEYS_TO_PROMOTE " FROM c",
+	SPI_OK_SELECT, 7, {INT4OID, INT8OID, TEXTOID, INT8ARRAYOID, TEXTOID, TIMESTAMPTZOID,
+	TEXTARRAYOID}
 };
 
 /*
  * The leases of the rows deleted (the CTE l) become state rows, with the
- * messages' ids and keys from the log.
+ * messages' ids and keys from the log; the rows of their keys go (the
+ * state rows hold the keys now).  Returns the positions.
  */
 #define LEASES_TO_STATE \
-	" INSERT INTO outbox.subscription_state (sub_id, seq, id, ordering_key," \
+	" i AS (INSERT INTO outbox.subscription_state (sub_id, seq, id, ordering_key," \
 	"  available_at, blocked, hole, attempts, leased_until, lease_owner)" \
 	" SELECT l.sub_id, m.seq, m.id, m.ordering_key, l.leased_until, false, false, 1," \
 	"  l.leased_until, l.lease_owner" \
 	" FROM l JOIN outbox.subscription s ON s.sub_id OPERATOR(pg_catalog.=) l.sub_id" \
 	" CROSS JOIN LATERAL pg_catalog.unnest(l.seqs) AS q(seq)" \
 	" JOIN outbox.message m ON m.topic OPERATOR(pg_catalog.=) s.topic" \
-	"  AND m.seq OPERATOR(pg_catalog.=) q.seq"
+	"  AND m.seq OPERATOR(pg_catalog.=) q.seq" \
+	" RETURNING sub_id, seq, ordering_key AS key)," \
+	KEYS_DONE("i AS w", "w.key IS NOT NULL", "false") \
+	" SELECT i.seq FROM i"
 
 /* the rows that owner $3 holds on the messages $1 of subscriptions $2 */
 SAVED_STATEMENT(stmt_to_state) = {
@@ -140,9 +188,9 @@ SAVED_STATEMENT(stmt_to_state) = {
 	"  WHERE x.sub_id OPERATOR(pg_catalog.=) g.sub_id"
 	"  AND x.first_seq OPERATOR(pg_catalog.=) g.first_seq"
 	"  AND x.lease_owner OPERATOR(pg_catalog.=) $3"
-	"  RETURNING x.sub_id, x.lease_owner, x.leased_until, x.seqs)"
+	"  RETURNING x.sub_id, x.lease_owner, x.leased_until, x.seqs),"
 	LEASES_TO_STATE,
-	SPI_OK_INSERT, 3, {UUIDARRAYOID, TEXTOID, TEXTOID}
+	SPI_OK_SELECT, 3, {UUIDARRAYOID, TEXTOID, TEXTOID}
 };
 
 /*
@@ -158,33 +206,10 @@ SAVED_STATEMENT(stmt_expired_to_state) = {
 	"   WHERE y.leased_until OPERATOR(pg_catalog.<=) $2"
 	"   AND y.leased_until OPERATOR(pg_catalog.>) $3"
 	"   AND y.sub_id OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED))"
-	"  RETURNING x.sub_id, x.lease_owner, x.leased_until, x.seqs)"
+	"  RETURNING x.sub_id, x.lease_owner, x.leased_until, x.seqs),"
 	LEASES_TO_STATE,
-	SPI_OK_INSERT, 3, {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	SPI_OK_SELECT, 3, {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 };
-
-/* the lease rows a backend remembers */
-#define LEASE_MEMOS		8
-
-typedef struct LeaseMemoItem
-{
-	pg_uuid_t	id;
-	int64		seq;
-} LeaseMemoItem;
-
-/* a lease row that this backend's claim wrote, its messages by id */
-typedef struct LeaseMemo
-{
-	int32		sub;			/* 0: an empty slot */
-	int64		first_seq;
-	TimestampTz until;
-	char	   *owner;			/* in TopMemoryContext */
-	int			n;
-	LeaseMemoItem *items;		/* sorted by id, in TopMemoryContext */
-} LeaseMemo;
-
-static LeaseMemo memos[LEASE_MEMOS];
-static int	memo_next = 0;
 
 /* Is outbox.subscription_lease there (the tables of 1.5)? */
 bool
@@ -236,190 +261,201 @@ SubsLeaseIdsLeft(Datum ids, int n, int col)
 										   TYPALIGN_CHAR));
 }
 
-static int
-obx_item_cmp(const void *a, const void *b)
-{
-	return memcmp(&((const LeaseMemoItem *) a)->id, &((const LeaseMemoItem *) b)->id,
-				  UUID_LEN);
-}
-
-/*
- * Remember the lease row that the claim of subscription sub just wrote,
- * leased to owner until until: the rows of SPI_tuptable whose boolean column bycol
- * is true, their ids and positions in columns idcol and seqcol.
- */
-void
-SubsLeaseNote(int32 sub, TimestampTz until, text *owner, int idcol, int seqcol,
-			  int bycol)
-{
-	SPITupleTable *tt = SPI_tuptable;
-	LeaseMemo  *m;
-	LeaseMemoItem *items;
-	int			n = 0;
-	uint64		i;
-
-	items = MemoryContextAlloc(TopMemoryContext,
-							   sizeof(LeaseMemoItem) * Max(SPI_processed, 1));
-	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		Datum		by = SPI_getbinval(tt->vals[i], tt->tupdesc, bycol, &isnull);
-
-		if (isnull || !DatumGetBool(by))
-			continue;
-		items[n].id = *DatumGetUUIDP(SPI_getbinval(tt->vals[i], tt->tupdesc, idcol,
-												   &isnull));
-		items[n].seq = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, seqcol,
-												   &isnull));
-		n++;
-	}
-	if (n == 0)
-	{
-		pfree(items);
-		return;
-	}
-	m = &memos[memo_next];
-	memo_next = (memo_next + 1) % LEASE_MEMOS;
-	if (m->items != NULL)
-		pfree(m->items);
-	if (m->owner != NULL)
-		pfree(m->owner);
-	m->owner = MemoryContextStrdup(TopMemoryContext, text_to_cstring(owner));
-	m->sub = sub;
-	m->until = until;
-	m->n = n;
-	m->first_seq = items[0].seq;
-	for (i = 1; i < n; i++)
-		m->first_seq = Min(m->first_seq, items[i].seq);
-	qsort(items, n, sizeof(LeaseMemoItem), obx_item_cmp);
-	m->items = items;
-}
-
+/* unblock the keys (int4[] subs, text[] keys; NULL: none) a statement returned */
 static void
-obx_memo_forget(LeaseMemo *m)
+obx_promote(int subcol, int keycol)
 {
-	m->sub = 0;
+	bool		subnull;
+	bool		keynull;
+	Datum		subs = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, subcol,
+									 &subnull);
+	Datum		keys = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, keycol,
+									 &keynull);
+	Datum	   *s;
+	Datum	   *k;
+	int			ns;
+	int			nk;
+
+	if (subnull || keynull)
+		return;
+	deconstruct_array(DatumGetArrayTypeP(subs), INT4OID, 4, true, TYPALIGN_INT,
+					  &s, NULL, &ns);
+	deconstruct_array(DatumGetArrayTypeP(keys), TEXTOID, -1, false, TYPALIGN_INT,
+					  &k, NULL, &nk);
+	SubsPromoteKeys(Min(ns, nk), s, k);
 }
 
 /*
- * Complete the messages at positions seqs[0..n-1] of the lease row that m
- * remembers: how many were completed, or -1 when the row is not there as
- * remembered (no longer, or not of subscription name).
+ * The keys among the messages ids (a uuid[]; (Datum) 0: the one id one)
+ * that the lease rows this backend remembers of owner hold, with their
+ * subscriptions: a completion takes their locks with those of its state
+ * rows, before it changes anything.  Returns how many.
+ */
+int
+SubsLeaseKeys(Datum ids, pg_uuid_t *one, text *owner, Datum **subs, Datum **keys)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	bool	   *known;
+	int			nelems;
+	LeaseGroup *groups;
+	int			ngroups;
+	int			n = 0;
+	int			k;
+
+	if (ids == (Datum) 0)
+	{
+		elems = palloc(sizeof(Datum));
+		nulls = palloc0(sizeof(bool));
+		elems[0] = UUIDPGetDatum(one);
+		nelems = 1;
+	}
+	else
+		deconstruct_array(DatumGetArrayTypeP(ids), UUIDOID, UUID_LEN, false,
+						  TYPALIGN_CHAR, &elems, &nulls, &nelems);
+	known = palloc0(sizeof(bool) * Max(nelems, 1));
+	ngroups = SubsMemoGroups(elems, nulls, known, nelems, owner, &groups);
+	*subs = palloc(sizeof(Datum) * Max(nelems, 1));
+	*keys = palloc(sizeof(Datum) * Max(nelems, 1));
+	for (k = 0; k < ngroups; k++)
+	{
+		int			i;
+
+		for (i = 0; i < groups[k].n; i++)
+		{
+			if (groups[k].keynulls[i])
+				continue;
+			(*subs)[n] = Int32GetDatum(groups[k].sub);
+			(*keys)[n] = groups[k].keys[i];
+			n++;
+		}
+	}
+	return n;
+}
+
+/*
+ * Complete the messages of group g (their keys' locks held): how many were
+ * completed, or -1 when the row is not there as remembered (no longer, or
+ * not of subscription name).
  */
 static int64
-obx_memo_complete(LeaseMemo *m, Datum *seqs, int n, text *owner, text *name)
+obx_group_complete(const LeaseGroup *g, text *owner, text *name)
 {
-	Datum		args[6];
+	Datum		args[7];
 	bool		isnull;
 	int64		done;
 
-	args[0] = Int32GetDatum(m->sub);
-	args[1] = Int64GetDatum(m->first_seq);
+	args[0] = Int32GetDatum(g->sub);
+	args[1] = Int64GetDatum(g->first_seq);
 	args[2] = PointerGetDatum(owner);
-	args[3] = PointerGetDatum(construct_array(seqs, n, INT8OID, sizeof(int64),
+	args[3] = PointerGetDatum(construct_array(g->seqs, g->n, INT8OID, sizeof(int64),
 											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	args[4] = PointerGetDatum(name);
-	args[5] = TimestampTzGetDatum(m->until);
+	args[5] = TimestampTzGetDatum(g->until);
+	args[6] = SubsArray(g->keys, g->keynulls, g->n, TEXTOID);
 	if (SpiExecute(&stmt_complete_row, args, NULL, false, 0) == 0)
 	{
-		obx_memo_forget(m);
+		SubsMemoForget(g);
 		return -1;
 	}
 	done = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 									   1, &isnull));
 	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
 								   &isnull)))
-		obx_memo_forget(m);
+		SubsMemoForget(g);
+	obx_promote(3, 4);
 	return done;
 }
 
-/* stmt_complete: the messages ids (a uuid[]) looked up */
+/*
+ * stmt_complete: the messages ids (a uuid[]) looked up, those without a
+ * key, then, their keys' locks taken, those with one.
+ */
 static int64
 obx_lookup_complete(Datum ids, text *owner, text *name)
 {
-	Datum		args[3];
-	Datum		n;
+	Datum		args[4];
 	bool		isnull;
+	Datum		subs;
+	Datum		keys;
+	int64		done;
 
 	args[0] = ids;
 	args[1] = PointerGetDatum(name);
 	args[2] = PointerGetDatum(owner);
+	args[3] = BoolGetDatum(false);
 	if (SpiExecute(&stmt_complete, args, NULL, false, 1) == 0)
 		return 0;
-	n = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? 0 : DatumGetInt64(n);
+	done = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+									   &isnull));
+	subs = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	if (!isnull)
+	{
+		Datum	   *s;
+		Datum	   *k;
+		int			ns;
+		int			nk;
+
+		keys = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+		deconstruct_array(DatumGetArrayTypeP(subs), INT4OID, 4, true, TYPALIGN_INT,
+						  &s, NULL, &ns);
+		deconstruct_array(DatumGetArrayTypeP(keys), TEXTOID, -1, false, TYPALIGN_INT,
+						  &k, NULL, &nk);
+		SubsKeyLockMany(Min(ns, nk), s, k);
+		args[3] = BoolGetDatum(true);
+		if (SpiExecute(&stmt_complete, args, NULL, false, 1) > 0)
+		{
+			done += DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
+			obx_promote(4, 5);
+		}
+	}
+	return done;
 }
 
 /*
  * Complete the messages ids (a uuid[]) that owner leased by range in the
- * subscriptions named name: those of rows this backend remembers through
- * their rows, the others by look-up.  Returns how many.  Runs inside the
- * caller's SPI connection.
+ * subscriptions named name (the keys of those this backend remembers
+ * locked already, SubsLeaseKeys): those of rows this backend remembers
+ * through their rows, the others by look-up.  Returns how many.  Runs
+ * inside the caller's SPI connection.
  */
 int64
 SubsLeaseComplete(Datum ids, text *owner, text *name)
 {
 	Datum	   *elems;
 	bool	   *nulls;
-	int			nelems;
 	bool	   *known;
-	Datum	   *group;
+	int			nelems;
+	LeaseGroup *groups;
+	int			ngroups;
+	Datum	   *left;
 	int			nleft = 0;
 	int64		done = 0;
-	char	   *owner_str;
 	int			k;
 	int			j;
 
 	deconstruct_array(DatumGetArrayTypeP(ids), UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
 					  &elems, &nulls, &nelems);
-	owner_str = text_to_cstring(owner);
 	known = palloc0(sizeof(bool) * Max(nelems, 1));
-	group = palloc(sizeof(Datum) * Max(nelems, 1));
-	for (k = 0; k < LEASE_MEMOS; k++)
+	ngroups = SubsMemoGroups(elems, nulls, known, nelems, owner, &groups);
+	for (k = 0; k < ngroups; k++)
 	{
-		LeaseMemo  *m = &memos[k];
-		int		   *at = palloc(sizeof(int) * Max(nelems, 1));
-		int			n = 0;
-		LeaseMemoItem key;
-		LeaseMemoItem *item;
-		int64		r;
+		int64		r = obx_group_complete(&groups[k], owner, name);
 
-		if (m->sub == 0 || strcmp(m->owner, owner_str) != 0)
-		{
-			pfree(at);
-			continue;
-		}
-		for (j = 0; j < nelems; j++)
-		{
-			if (nulls[j] || known[j])
-				continue;
-			key.id = *DatumGetUUIDP(elems[j]);
-			item = bsearch(&key, m->items, m->n, sizeof(LeaseMemoItem), obx_item_cmp);
-			if (item == NULL)
-				continue;
-			group[n] = Int64GetDatum(item->seq);
-			at[n++] = j;
-		}
-		if (n == 0)
-		{
-			pfree(at);
-			continue;
-		}
-		r = obx_memo_complete(m, group, n, owner, name);
 		/* a row not there as remembered: its messages are looked up below */
-		if (r >= 0)
-		{
-			done += r;
-			for (j = 0; j < n; j++)
-				known[at[j]] = true;
-		}
-		pfree(at);
+		if (r < 0)
+			continue;
+		done += r;
+		for (j = 0; j < groups[k].n; j++)
+			known[groups[k].at[j]] = true;
 	}
+	left = palloc(sizeof(Datum) * Max(nelems, 1));
 	for (j = 0; j < nelems; j++)
 		if (!nulls[j] && !known[j])
-			group[nleft++] = elems[j];
+			left[nleft++] = elems[j];
 	if (nleft > 0)
-		done += obx_lookup_complete(PointerGetDatum(construct_array(group, nleft, UUIDOID,
+		done += obx_lookup_complete(PointerGetDatum(construct_array(left, nleft, UUIDOID,
 																	UUID_LEN, false,
 																	TYPALIGN_CHAR)),
 									owner, name);

@@ -140,7 +140,8 @@ SAVED_STATEMENT(stmt_drop_frontier) = {
 };
 
 SAVED_STATEMENT(stmt_drop_leases) = {
-	"DELETE FROM outbox.subscription_lease WHERE sub_id OPERATOR(pg_catalog.=) $1",
+	"WITH k AS (DELETE FROM outbox.subscription_key WHERE sub_id OPERATOR(pg_catalog.=) $1)"
+	" DELETE FROM outbox.subscription_lease WHERE sub_id OPERATOR(pg_catalog.=) $1",
 	SPI_OK_DELETE, 1, {INT4OID}
 };
 

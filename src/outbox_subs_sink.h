@@ -22,9 +22,10 @@
  * statement may return more after them, which the sink leaves out
  */
 #define SUBS_CLAIM_COLS		15
-/* two of them: the message's id and its position */
+/* three of them: the message's id, its position and its ordering key */
 #define SUBS_COL_ID			1
 #define SUBS_COL_SEQ		13
+#define SUBS_COL_KEY		15
 
 /*
  * Where the rows of a claim go: a tuplestore of the row type of

@@ -5,7 +5,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(352);
+SELECT plan(358);
 
 --
 -- nothing for PUBLIC: not the schema, not the tables, not one function
@@ -95,7 +95,8 @@ SELECT table_privs_are('outbox', t, r, '{}'::text[], format('%s: no privilege on
   FROM unnest(ARRAY['outbox_test_writer', 'outbox_test_worker', 'outbox_test_operator',
                     'outbox_test_nobody']::name[]) AS r,
        unnest(ARRAY['message', 'processed', 'route_secrets', 'subscription', 'subscription_state',
-                    'subscription_frontier', 'subscription_lease', 'claim_position']::name[]) AS t;
+                    'subscription_frontier', 'subscription_lease', 'subscription_key',
+                    'claim_position']::name[]) AS t;
 -- the routes and the statistics: SELECT for the operator, nothing for the others
 SELECT table_privs_are('outbox', t, r,
                        CASE WHEN r = 'outbox_test_operator' THEN ARRAY['SELECT'] ELSE '{}'::text[] END,
@@ -389,8 +390,8 @@ SELECT set_eq(
       SELECT t, 'SELECT', true
         FROM unnest(ARRAY['outbox.message', 'outbox.processed', 'outbox.routes', 'outbox.topic_stats',
                           'outbox.route_http_stats', 'outbox.subscription', 'outbox.subscription_state',
-                          'outbox.subscription_frontier', 'outbox.subscription_lease', 'outbox.subscription_stats',
-                          'outbox.claim_position']) AS t
+                          'outbox.subscription_frontier', 'outbox.subscription_lease', 'outbox.subscription_key',
+                          'outbox.subscription_stats', 'outbox.claim_position']) AS t
       UNION ALL
       SELECT p.oid::regprocedure::text, 'EXECUTE', true FROM pg_proc p WHERE p.pronamespace = 'outbox'::regnamespace$$,
     'database owner: USAGE, SELECT on the readable tables and views, EXECUTE on every function, all with the grant option');
@@ -403,7 +404,7 @@ SELECT function_privs_are('outbox', f.fn, f.args, 'outbox_test_dbowner', ARRAY['
 SELECT table_privs_are('outbox', t, 'outbox_test_dbowner', ARRAY['SELECT'],
                        format('database owner: SELECT on outbox.%s', t))
   FROM unnest(ARRAY['subscription', 'subscription_state', 'subscription_frontier', 'subscription_lease',
-                    'subscription_stats', 'claim_position']::name[]) AS t;
+                    'subscription_key', 'subscription_stats', 'claim_position']::name[]) AS t;
 SELECT sequence_privs_are('outbox', 'subscription_id_seq', 'outbox_test_dbowner', '{}'::text[],
                           'database owner: no privilege on outbox.subscription_id_seq');
 SELECT is_empty($$SELECT c.relname, a.privilege_type FROM pg_class c, aclexplode(c.relacl) AS a

@@ -3,7 +3,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS krizaka_outbox;
 
-SELECT plan(248);
+SELECT plan(251);
 
 -- the extension: version 1.5, fixed in schema outbox
 SELECT has_extension('krizaka_outbox', 'krizaka_outbox is installed');
@@ -16,8 +16,8 @@ SELECT has_schema('outbox', 'schema outbox exists');
 -- the tables, and nothing else that holds rows
 SELECT tables_are('outbox', ARRAY['message', 'processed', 'routes', 'route_secrets', 'route_http_stats',
                                   'subscription', 'subscription_frontier', 'subscription_state', 'subscription_lease',
-                                  'claim_position'],
-                  'outbox has exactly the tables message, processed, routes, route_secrets, route_http_stats, subscription, subscription_frontier, subscription_state, subscription_lease and claim_position');
+                                  'subscription_key', 'claim_position'],
+                  'outbox has exactly the tables message, processed, routes, route_secrets, route_http_stats, subscription, subscription_frontier, subscription_state, subscription_lease, subscription_key and claim_position');
 SELECT is_empty($$SELECT c.relname FROM pg_class c
                    WHERE c.relnamespace = 'outbox'::regnamespace AND c.relkind IN ('m', 'f', 'p')$$,
                 'outbox has no materialized views, foreign or partitioned tables');
@@ -356,6 +356,16 @@ SELECT results_eq(
              ('leased_until', 'timestamp with time zone', true, NULL),
              ('seqs', 'bigint[]', true, NULL)$$,
     'outbox.subscription_lease: columns in order, with types, NOT NULL and defaults');
+SELECT results_eq(
+    $$SELECT a.attname::text COLLATE "default", format_type(a.atttypid, a.atttypmod) COLLATE "default", a.attnotnull,
+             co.collname::text COLLATE "default"
+        FROM pg_attribute a LEFT JOIN pg_collation co ON co.oid = a.attcollation
+       WHERE a.attrelid = 'outbox.subscription_key'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attnum$$,
+    $$VALUES ('sub_id', 'integer', true, NULL::text),
+             ('ordering_key', 'text', true, 'C'),
+             ('seq', 'bigint', true, NULL)$$,
+    'outbox.subscription_key: columns in order, with types, NOT NULL and collations (the key in "C")');
 SELECT columns_are('outbox', 'subscription_state',
                    ARRAY['sub_id', 'seq', 'id', 'ordering_key', 'available_at', 'blocked', 'hole', 'attempts',
                          'leased_until', 'lease_owner', 'dead_at', 'last_error'],
@@ -391,23 +401,27 @@ SELECT results_eq($$SELECT conrelid::regclass::text COLLATE "default", conname::
                       FROM pg_constraint
                      WHERE conrelid IN ('outbox.subscription'::regclass, 'outbox.subscription_state'::regclass,
                                         'outbox.subscription_frontier'::regclass,
-                                        'outbox.subscription_lease'::regclass)
+                                        'outbox.subscription_lease'::regclass,
+                                        'outbox.subscription_key'::regclass)
                        AND contype <> 'n' ORDER BY 1, 2$$,
                   $$VALUES ('outbox.subscription', 'subscription_pkey', 'PRIMARY KEY (sub_id)'),
                            ('outbox.subscription', 'subscription_topic_name_key', 'UNIQUE NULLS NOT DISTINCT (topic, name)'),
                            ('outbox.subscription_frontier', 'subscription_frontier_pkey', 'PRIMARY KEY (sub_id, next_seq)'),
+                           ('outbox.subscription_key', 'subscription_key_pkey', 'PRIMARY KEY (ordering_key, sub_id)'),
                            ('outbox.subscription_lease', 'subscription_lease_pkey', 'PRIMARY KEY (sub_id, first_seq)'),
                            ('outbox.subscription_state', 'subscription_state_pkey', 'PRIMARY KEY (sub_id, seq)')$$,
-                  'outbox.subscription, outbox.subscription_frontier, outbox.subscription_lease and outbox.subscription_state: their keys, no other constraint');
+                  'outbox.subscription, outbox.subscription_frontier, outbox.subscription_lease, outbox.subscription_key and outbox.subscription_state: their keys, no other constraint');
 SELECT is_empty($$SELECT tgname FROM pg_trigger
                    WHERE tgrelid IN ('outbox.subscription'::regclass, 'outbox.subscription_state'::regclass,
                                      'outbox.subscription_frontier'::regclass,
-                                     'outbox.subscription_lease'::regclass)$$,
-                'outbox.subscription, outbox.subscription_frontier, outbox.subscription_lease and outbox.subscription_state have no triggers');
+                                     'outbox.subscription_lease'::regclass, 'outbox.subscription_key'::regclass)$$,
+                'outbox.subscription, outbox.subscription_frontier, outbox.subscription_lease, outbox.subscription_key and outbox.subscription_state have no triggers');
 SELECT indexes_are('outbox', 'subscription_frontier', ARRAY['subscription_frontier_pkey'],
                    'outbox.subscription_frontier has exactly its primary key index');
 SELECT indexes_are('outbox', 'subscription_lease', ARRAY['subscription_lease_pkey', 'subscription_lease_until_idx'],
                    'outbox.subscription_lease has exactly its primary key index and that of the leases'' ends');
+SELECT indexes_are('outbox', 'subscription_key', ARRAY['subscription_key_pkey'],
+                   'outbox.subscription_key has exactly its primary key index (by key first: a completion finds its keys'' rows by an array of keys)');
 SELECT indexes_are('outbox', 'subscription', ARRAY['subscription_pkey', 'subscription_topic_name_key'],
                    'outbox.subscription has exactly the indexes of its keys');
 SELECT indexes_are('outbox', 'subscription_state',
@@ -518,16 +532,16 @@ SELECT is_empty($$SELECT tgname FROM pg_trigger WHERE tgrelid = 'outbox.claim_po
 SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'outbox.claim_position'::regclass),
           ARRAY['fillfactor=50'], 'outbox.claim_position leaves room on its pages (fillfactor 50): searches update its rows');
 
--- pg_dump keeps the rows of the eight tables and the two sequences (not
+-- pg_dump keeps the rows of the nine tables and the two sequences (not
 -- the saved claim positions: lost, the searches find them again)
 SELECT is(ARRAY(SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) AS c
                  WHERE e.extname = 'krizaka_outbox' ORDER BY 1),
           ARRAY['outbox.message', 'outbox.message_seq', 'outbox.processed', 'outbox.route_secrets', 'outbox.routes',
                 'outbox.subscription', 'outbox.subscription_frontier', 'outbox.subscription_id_seq',
-                'outbox.subscription_lease', 'outbox.subscription_state'],
-          'the eight tables, the sequence of positions and that of subscriptions are registered with pg_extension_config_dump');
+                'outbox.subscription_key', 'outbox.subscription_lease', 'outbox.subscription_state'],
+          'the nine tables, the sequence of positions and that of subscriptions are registered with pg_extension_config_dump');
 SELECT is((SELECT extcondition FROM pg_extension WHERE extname = 'krizaka_outbox'),
-          ARRAY['', '', '', '', '', '', '', '', '', ''],
+          ARRAY['', '', '', '', '', '', '', '', '', '', ''],
           'with no condition: every row is dumped');
 
 -- everything in the schema belongs to the extension; the schema does not
@@ -574,6 +588,8 @@ SELECT isnt(obj_description('outbox.subscription_frontier'::regclass, 'pg_class'
             'outbox.subscription_frontier has a comment');
 SELECT isnt(obj_description('outbox.subscription_lease'::regclass, 'pg_class'), NULL,
             'outbox.subscription_lease has a comment');
+SELECT isnt(obj_description('outbox.subscription_key'::regclass, 'pg_class'), NULL,
+            'outbox.subscription_key has a comment');
 SELECT isnt(obj_description('outbox.subscription_stats'::regclass, 'pg_class'), NULL,
             'outbox.subscription_stats has a comment');
 SELECT isnt(obj_description('outbox.claim_position'::regclass, 'pg_class'), NULL,

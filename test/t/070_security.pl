@@ -143,7 +143,7 @@ my $owner_acl = sub {
 	my $frontier = $node->safe_psql('app', q{SELECT to_regclass('outbox.subscription_frontier') IS NOT NULL}) eq 't';
 	# and the saved claim positions (1.5)
 	my $positions = $node->safe_psql('app', q{SELECT to_regclass('outbox.claim_position') IS NOT NULL}) eq 't';
-	# and the leases by range (1.5)
+	# and the leases by range with the keys they hold (1.5)
 	my $leases = $node->safe_psql('app', q{SELECT to_regclass('outbox.subscription_lease') IS NOT NULL}) eq 't';
 	return join("\n", sort((map { "$_ app_owner EXECUTE*" } @functions),
 		'message app_owner SELECT*', 'processed app_owner SELECT*', 'routes app_owner SELECT*',
@@ -153,7 +153,7 @@ my $owner_acl = sub {
 			'subscription_stats app_owner SELECT*') : ()),
 		($frontier ? ('subscription_frontier app_owner SELECT*') : ()),
 		($positions ? ('claim_position app_owner SELECT*') : ()),
-		($leases ? ('subscription_lease app_owner SELECT*') : ())));
+		($leases ? ('subscription_lease app_owner SELECT*', 'subscription_key app_owner SELECT*') : ())));
 };
 my $acl = $node->safe_psql('app', $acl_query);
 is(join("\n", sort split /\n/, $acl), $owner_acl->(),

@@ -397,7 +397,12 @@ obx_complete(SavedStatement *keyed, SavedStatement *stmt, Datum id, Datum ids,
 	if (done > 0)
 		SubsPromoteReturned(1, 2, 4);
 	if (leases)
-		done += SubsLeaseComplete(left, owner, name);
+	{
+		SubsKeySet	promote = {0};
+
+		done += SubsLeaseComplete(left, owner, name, &promote);
+		SubsPromoteKeys(promote.n, promote.subs, promote.keys);
+	}
 	SpiFinish();
 	return done;
 }

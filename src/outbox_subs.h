@@ -72,7 +72,16 @@ extern bool SubsLeaseRows(void);
 extern Datum SubsLeaseIdsLeft(Datum ids, int n, int col);
 extern int	SubsLeaseKeys(Datum ids, pg_uuid_t *one, text *owner, Datum **subs,
 						  Datum **keys);
-extern int64 SubsLeaseComplete(Datum ids, text *owner, text *name);
+/* ordering keys (text) of subscriptions (int4), a growing list */
+typedef struct SubsKeySet
+{
+	int			n;
+	int			size;
+	Datum	   *subs;
+	Datum	   *keys;
+} SubsKeySet;
+
+extern int64 SubsLeaseComplete(Datum ids, text *owner, text *name, SubsKeySet *promote);
 extern int64 SubsLeaseToState(Datum ids, text *owner, text *name);
 
 /*

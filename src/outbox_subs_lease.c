@@ -261,9 +261,13 @@ SubsLeaseIdsLeft(Datum ids, int n, int col)
 										   TYPALIGN_CHAR));
 }
 
-/* unblock the keys (int4[] subs, text[] keys; NULL: none) a statement returned */
+/*
+ * The keys that row 0 of SPI_tuptable gives as arrays in columns subcol
+ * (int4[], their subscriptions) and keycol (text[]; NULL: none), added to
+ * set.
+ */
 static void
-obx_promote(int subcol, int keycol)
+obx_key_arrays(int subcol, int keycol, SubsKeySet *set)
 {
 	bool		subnull;
 	bool		keynull;
@@ -275,6 +279,7 @@ obx_promote(int subcol, int keycol)
 	Datum	   *k;
 	int			ns;
 	int			nk;
+	int			i;
 
 	if (subnull || keynull)
 		return;
@@ -282,7 +287,38 @@ obx_promote(int subcol, int keycol)
 					  &s, NULL, &ns);
 	deconstruct_array(DatumGetArrayTypeP(keys), TEXTOID, -1, false, TYPALIGN_INT,
 					  &k, NULL, &nk);
-	SubsPromoteKeys(Min(ns, nk), s, k);
+	for (i = 0; i < Min(ns, nk); i++)
+	{
+		if (set->n == set->size)
+		{
+			set->size = Max(16, set->size * 2);
+			set->subs = set->subs == NULL ? palloc(sizeof(Datum) * set->size) :
+				repalloc(set->subs, sizeof(Datum) * set->size);
+			set->keys = set->keys == NULL ? palloc(sizeof(Datum) * set->size) :
+				repalloc(set->keys, sizeof(Datum) * set->size);
+		}
+		set->subs[set->n] = s[i];
+		set->keys[set->n] = k[i];
+		set->n++;
+	}
+}
+
+/* the ids (a uuid[]; (Datum) 0: the one id one) as Datums */
+static int
+obx_ids(Datum ids, pg_uuid_t *one, Datum **elems, bool **nulls)
+{
+	int			n;
+
+	if (ids != (Datum) 0)
+	{
+		deconstruct_array(DatumGetArrayTypeP(ids), UUIDOID, UUID_LEN, false,
+						  TYPALIGN_CHAR, elems, nulls, &n);
+		return n;
+	}
+	*elems = palloc(sizeof(Datum));
+	*nulls = palloc0(sizeof(bool));
+	(*elems)[0] = UUIDPGetDatum(one);
+	return 1;
 }
 
 /*
@@ -296,24 +332,13 @@ SubsLeaseKeys(Datum ids, pg_uuid_t *one, text *owner, Datum **subs, Datum **keys
 {
 	Datum	   *elems;
 	bool	   *nulls;
-	bool	   *known;
-	int			nelems;
+	int			nelems = obx_ids(ids, one, &elems, &nulls);
+	bool	   *known = palloc0(sizeof(bool) * Max(nelems, 1));
 	LeaseGroup *groups;
 	int			ngroups;
 	int			n = 0;
 	int			k;
 
-	if (ids == (Datum) 0)
-	{
-		elems = palloc(sizeof(Datum));
-		nulls = palloc0(sizeof(bool));
-		elems[0] = UUIDPGetDatum(one);
-		nelems = 1;
-	}
-	else
-		deconstruct_array(DatumGetArrayTypeP(ids), UUIDOID, UUID_LEN, false,
-						  TYPALIGN_CHAR, &elems, &nulls, &nelems);
-	known = palloc0(sizeof(bool) * Max(nelems, 1));
 	ngroups = SubsMemoGroups(elems, nulls, known, nelems, owner, &groups);
 	*subs = palloc(sizeof(Datum) * Max(nelems, 1));
 	*keys = palloc(sizeof(Datum) * Max(nelems, 1));
@@ -336,10 +361,10 @@ SubsLeaseKeys(Datum ids, pg_uuid_t *one, text *owner, Datum **subs, Datum **keys
 /*
  * Complete the messages of group g (their keys' locks held): how many were
  * completed, or -1 when the row is not there as remembered (no longer, or
- * not of subscription name).
+ * not of subscription name).  The keys to unblock go to promote.
  */
 static int64
-obx_group_complete(const LeaseGroup *g, text *owner, text *name)
+obx_group_complete(const LeaseGroup *g, text *owner, text *name, SubsKeySet *promote)
 {
 	Datum		args[7];
 	bool		isnull;
@@ -363,21 +388,21 @@ obx_group_complete(const LeaseGroup *g, text *owner, text *name)
 	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
 								   &isnull)))
 		SubsMemoForget(g);
-	obx_promote(3, 4);
+	obx_key_arrays(3, 4, promote);
 	return done;
 }
 
 /*
  * stmt_complete: the messages ids (a uuid[]) looked up, those without a
- * key, then, their keys' locks taken, those with one.
+ * key, then, their keys' locks taken, those with one.  The keys to
+ * unblock go to promote.
  */
 static int64
-obx_lookup_complete(Datum ids, text *owner, text *name)
+obx_lookup_complete(Datum ids, text *owner, text *name, SubsKeySet *promote)
 {
 	Datum		args[4];
 	bool		isnull;
-	Datum		subs;
-	Datum		keys;
+	SubsKeySet	keyed = {0};
 	int64		done;
 
 	args[0] = ids;
@@ -388,27 +413,16 @@ obx_lookup_complete(Datum ids, text *owner, text *name)
 		return 0;
 	done = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 									   &isnull));
-	subs = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	if (!isnull)
+	obx_key_arrays(2, 3, &keyed);
+	if (keyed.n == 0)
+		return done;
+	SubsKeyLockMany(keyed.n, keyed.subs, keyed.keys);
+	args[3] = BoolGetDatum(true);
+	if (SpiExecute(&stmt_complete, args, NULL, false, 1) > 0)
 	{
-		Datum	   *s;
-		Datum	   *k;
-		int			ns;
-		int			nk;
-
-		keys = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
-		deconstruct_array(DatumGetArrayTypeP(subs), INT4OID, 4, true, TYPALIGN_INT,
-						  &s, NULL, &ns);
-		deconstruct_array(DatumGetArrayTypeP(keys), TEXTOID, -1, false, TYPALIGN_INT,
-						  &k, NULL, &nk);
-		SubsKeyLockMany(Min(ns, nk), s, k);
-		args[3] = BoolGetDatum(true);
-		if (SpiExecute(&stmt_complete, args, NULL, false, 1) > 0)
-		{
-			done += DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-												SPI_tuptable->tupdesc, 1, &isnull));
-			obx_promote(4, 5);
-		}
+		done += DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+											1, &isnull));
+		obx_key_arrays(4, 5, promote);
 	}
 	return done;
 }
@@ -417,16 +431,17 @@ obx_lookup_complete(Datum ids, text *owner, text *name)
  * Complete the messages ids (a uuid[]) that owner leased by range in the
  * subscriptions named name (the keys of those this backend remembers
  * locked already, SubsLeaseKeys): those of rows this backend remembers
- * through their rows, the others by look-up.  Returns how many.  Runs
- * inside the caller's SPI connection.
+ * through their rows, the others by look-up.  Returns how many; the keys
+ * whose next state row is to be unblocked go to promote.  Runs inside the
+ * caller's SPI connection.
  */
 int64
-SubsLeaseComplete(Datum ids, text *owner, text *name)
+SubsLeaseComplete(Datum ids, text *owner, text *name, SubsKeySet *promote)
 {
 	Datum	   *elems;
 	bool	   *nulls;
-	bool	   *known;
-	int			nelems;
+	int			nelems = obx_ids(ids, NULL, &elems, &nulls);
+	bool	   *known = palloc0(sizeof(bool) * Max(nelems, 1));
 	LeaseGroup *groups;
 	int			ngroups;
 	Datum	   *left;
@@ -435,13 +450,10 @@ SubsLeaseComplete(Datum ids, text *owner, text *name)
 	int			k;
 	int			j;
 
-	deconstruct_array(DatumGetArrayTypeP(ids), UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
-					  &elems, &nulls, &nelems);
-	known = palloc0(sizeof(bool) * Max(nelems, 1));
 	ngroups = SubsMemoGroups(elems, nulls, known, nelems, owner, &groups);
 	for (k = 0; k < ngroups; k++)
 	{
-		int64		r = obx_group_complete(&groups[k], owner, name);
+		int64		r = obx_group_complete(&groups[k], owner, name, promote);
 
 		/* a row not there as remembered: its messages are looked up below */
 		if (r < 0)
@@ -458,7 +470,7 @@ SubsLeaseComplete(Datum ids, text *owner, text *name)
 		done += obx_lookup_complete(PointerGetDatum(construct_array(left, nleft, UUIDOID,
 																	UUID_LEN, false,
 																	TYPALIGN_CHAR)),
-									owner, name);
+									owner, name, promote);
 	return done;
 }
 

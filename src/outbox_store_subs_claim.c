@@ -115,7 +115,8 @@ SAVED_STATEMENT(stmt_dead_keys) = {
  * the frontier:
  * $1 sub_id, $2 topic, $6 now, $7 lease end, $8 owner.  A keyed message
  * or hole is blocked when an earlier one of its key is not done: in this
- * read, or in a state row.  Returns the messages, in position order; the
+ * read, or in a state row (looked for by key only when the subscription
+ * has keyed state rows at all, one probe: most often it has none).  Returns the messages, in position order; the
  * leased ones have a lease owner.
  *
  * With the tables of 1.5, the messages leased at once get no state row:
@@ -128,7 +129,9 @@ SAVED_STATEMENT(stmt_dead_keys) = {
 	"WITH f AS MATERIALIZED (SELECT e.*, e.ordering_key IS NOT NULL AND (" \
 	"   pg_catalog.row_number() OVER (PARTITION BY e.ordering_key ORDER BY e.seq)" \
 	"    OPERATOR(pg_catalog.>) 1" \
-	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state k" \
+	"   OR (SELECT EXISTS (SELECT 1 FROM outbox.subscription_state k0" \
+	"    WHERE k0.sub_id OPERATOR(pg_catalog.=) $1 AND k0.ordering_key IS NOT NULL" \
+	"    AND k0.dead_at IS NULL)) AND EXISTS (SELECT 1 FROM outbox.subscription_state k" \
 	"    WHERE k.sub_id OPERATOR(pg_catalog.=) $1" \
 	"    AND k.ordering_key OPERATOR(pg_catalog.=) e.ordering_key AND k.dead_at IS NULL" \
 	"    AND k.seq OPERATOR(pg_catalog.<) e.seq)" keyrows ") AS blocked" \

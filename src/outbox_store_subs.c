@@ -468,12 +468,25 @@ SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now,
 	args[4] = Int32GetDatum(outbox_max_attempts);
 	SpiConnect();
 	obx_lock_keyed(&stmt_keyed, args, 0, NULL, NULL);
-	if (SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0 &&
-		(!obx_leases_to_state(obx_one_id(id), owner, name) ||
-		 SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0))
+	if (SpiExecute(&stmt_fail_lock, args, NULL, false, 1) == 0)
 	{
-		SpiFinish();
-		return false;
+		/*
+		 * Leased by range: its state row first, then the lock of its key
+		 * (the head of a key leased so had no state row to find it by),
+		 * before the failure decides anything about the key.
+		 */
+		bool		found = obx_leases_to_state(obx_one_id(id), owner, name);
+
+		if (found)
+		{
+			obx_lock_keyed(&stmt_keyed, args, 0, NULL, NULL);
+			found = SpiExecute(&stmt_fail_lock, args, NULL, false, 1) > 0;
+		}
+		if (!found)
+		{
+			SpiFinish();
+			return false;
+		}
 	}
 	sub = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	args[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);

@@ -338,7 +338,13 @@ sub leases_of
 	  : qq{SELECT x.id, x.attempts FROM outbox.subscription_state x
 	         JOIN outbox.subscription s USING (sub_id)
 	        WHERE s.topic = 'orders' AND s.name = '$sub' AND x.lease_owner = '$owner'
-	          AND x.dead_at IS NULL AND x.leased_until IS NOT NULL};
+	          AND x.dead_at IS NULL AND x.leased_until IS NOT NULL
+	       UNION ALL
+	       SELECT m.id, 1 FROM outbox.subscription_lease l
+	         JOIN outbox.subscription s USING (sub_id)
+	         CROSS JOIN unnest(l.seqs) AS q(seq)
+	         JOIN outbox.message m ON m.topic = s.topic AND m.seq = q.seq
+	        WHERE s.topic = 'orders' AND s.name = '$sub' AND l.lease_owner = '$owner'};
 	return map { $_->[0] => $_->[1] } rows($sql);
 }
 
@@ -400,6 +406,8 @@ while (time() < $t0 + $load_seconds)
 			keep_sessions('prod', 'cons');
 			$leased_at_restart = $node->safe_psql('app', q{
 				SELECT (SELECT count(*) FROM outbox.subscription_state WHERE leased_until > now())
+				     + (SELECT coalesce(sum(cardinality(seqs)), 0) FROM outbox.subscription_lease
+				         WHERE leased_until > now())
 				     + (SELECT count(*) FROM outbox.message WHERE leased_until > now() AND delivered_at IS NULL)});
 		} while ($leased_at_restart == 0 && time() < $until);
 		note sprintf('%.1f s: immediate shutdown and restart, %d leases held',
@@ -476,6 +484,10 @@ is($node->safe_psql('app', 'SELECT count(*) FROM outbox.message WHERE delivered_
 	'0', 'default: every message is delivered');
 is($node->safe_psql('app', 'SELECT count(*) FROM outbox.subscription_state'),
 	'0', 'named subscriptions: no state row is left (nothing leased, retrying, blocked or dead)');
+is($node->safe_psql('app', q{
+	SELECT (SELECT count(*) FROM outbox.subscription_lease) || '|'
+	       || (SELECT count(*) FROM outbox.subscription_key)}),
+	'0|0', 'named subscriptions: no lease by range and no key held is left');
 
 my %first;    # sub => id => [n, seq, key, owner, attempt]
 my %deliveries;

@@ -44,8 +44,10 @@ is(claimed('gone', q{'d'}, 1, 10), '1', 'the head of d leased for 10 s');
 is(claimed('gone', q{'e'}, 1, 10), '4', 'the head of e leased for 10 s');
 is(claimed('other', q{'d'}, 10, 30), '3', 'the key of d waits for its head; 3 has no key');
 ok(wait_for($node, 'app', q{
-	SELECT count(*) FROM outbox.subscription_state
-	 WHERE leased_until < pg_catalog.now() AND lease_owner = 'gone'}, '2', 30),
+	SELECT (SELECT count(*) FROM outbox.subscription_state
+	         WHERE leased_until < pg_catalog.now() AND lease_owner = 'gone')
+	     + (SELECT coalesce(sum(cardinality(seqs)), 0) FROM outbox.subscription_lease
+	         WHERE leased_until < pg_catalog.now() AND lease_owner = 'gone')}, '2', 30),
 	'both leases ran out');
 
 # the claim of d: 1 dead, and 2, the next of its key, handed out at once

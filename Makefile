@@ -64,6 +64,7 @@ OBJS = \
 	src/outbox_subs_hints.o \
 	src/outbox_subs_lease.o \
 	src/outbox_subs_memo.o \
+	src/outbox_subs_promote.o \
 	src/outbox_subs_marks.o \
 	src/outbox_subs_scan.o \
 	src/outbox_subs_sink.o \

@@ -4,15 +4,16 @@
  *		What becomes of what a named subscription has read
  *		(outbox.subscription_state) after its claim (outbox_store_subs_claim.c):
  *		complete, fail, extend, release, retry_dead, purge of its dead
- *		messages, when a route's subscription is next due, and handing out
- *		the next message of an ordering key.  Managing subscriptions is in
- *		outbox_subs_manage.c.
+ *		messages, and when a route's subscription is next due.  Handing out
+ *		the next message of an ordering key is in outbox_subs_promote.c,
+ *		managing subscriptions in outbox_subs_manage.c.
  *
  * A state row exists while the subscription is not done with its message;
  * completion deletes it.  Of the rows of one ordering key the first (in
  * position order) that is not dead is the key's head; the others are
- * blocked.  Whenever a head leaves (completed, dead), the next one is
- * unblocked under the key's lock (outbox_subs_keylock.c), held until
+ * blocked (a head leased by range is held by its key's row instead,
+ * outbox_subs_lease.c).  Whenever a head leaves (completed, dead), the
+ * next one is unblocked under the key's lock (outbox_subs_keylock.c), held until
  * commit, which a claim that adds a row to the key also holds until its
  * commit: so a claim that adds a row behind a head, and the completion of
  * that head, never miss each other.
@@ -215,38 +216,6 @@ SAVED_STATEMENT(stmt_retry_topic_lock) = {
 SAVED_STATEMENT(stmt_retry_dead) = RETRY_DEAD("x.id OPERATOR(pg_catalog.=) $2", UUIDOID);
 SAVED_STATEMENT(stmt_retry_dead_topic) = RETRY_DEAD("$2::pg_catalog.bool", BOOLOID);
 
-/*
- * Each key's first row that is not dead, unblocked: unless (with the tables
- * of 1.5, keyrows) the key's head is leased by range before it, the key's
- * row then holding the key (a hole of the key that rolled back, say, comes
- * here while its head is leased so).  The rows are found by their
- * subscriptions and positions as arrays, which the primary key takes
- * whole, then checked pair by pair: joined to p, a plan made on empty
- * tables read every state row of the subscription for each key.
- */
-#define PROMOTE(keyrows) { \
-	"WITH p AS MATERIALIZED (SELECT h.sub_id, h.seq" \
-	"  FROM (SELECT DISTINCT k.sub_id, k.key" \
-	"   FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[])," \
-	"    pg_catalog.unnest($2::pg_catalog.text[])) AS k(sub_id, key)) k" \
-	"  CROSS JOIN LATERAL (SELECT y.sub_id, y.seq, y.blocked" \
-	"   FROM outbox.subscription_state y" \
-	"   WHERE y.sub_id OPERATOR(pg_catalog.=) k.sub_id" \
-	"   AND y.ordering_key OPERATOR(pg_catalog.=) (k.key COLLATE pg_catalog.\"C\")" \
-	"   AND y.dead_at IS NULL ORDER BY y.seq LIMIT 1) h" \
-	"  WHERE h.blocked" keyrows ")" \
-	" UPDATE outbox.subscription_state x SET blocked = false" \
-	" WHERE x.sub_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.sub_id FROM p))" \
-	" AND x.seq OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.seq FROM p))" \
-	" AND EXISTS (SELECT 1 FROM p WHERE p.sub_id OPERATOR(pg_catalog.=) x.sub_id" \
-	"  AND p.seq OPERATOR(pg_catalog.=) x.seq)", \
-	SPI_OK_UPDATE, 2, {INT4ARRAYOID, TEXTARRAYOID} }
-SAVED_STATEMENT(stmt_promote_v14) = PROMOTE("");
-SAVED_STATEMENT(stmt_promote) = PROMOTE(
-	"  AND NOT EXISTS (SELECT 1 FROM outbox.subscription_key kk"
-	"   WHERE kk.ordering_key OPERATOR(pg_catalog.=) (k.key COLLATE pg_catalog.\"C\")"
-	"   AND kk.sub_id OPERATOR(pg_catalog.=) h.sub_id AND kk.seq OPERATOR(pg_catalog.<) h.seq)");
-
 SAVED_STATEMENT(stmt_purge_dead) = {
 	"DELETE FROM outbox.subscription_state"
 	" WHERE dead_at OPERATOR(pg_catalog.<) $1 AND dead_at IS NOT NULL",
@@ -258,65 +227,6 @@ bool
 SubsSchema(void)
 {
 	return SubsHasTable("subscription_state");
-}
-
-/*
- * Unblock the next message of each key (keys[i] of subscription
- * sub_ids[i]) whose head left; the caller holds the keys' locks, taken
- * before their head left.  Runs inside the caller's SPI connection.
- */
-void
-SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys)
-{
-	Datum		args[2];
-
-	if (nkeys == 0)
-		return;
-	args[0] = PointerGetDatum(construct_array(sub_ids, nkeys, INT4OID, 4, true,
-											  TYPALIGN_INT));
-	args[1] = PointerGetDatum(construct_array(keys, nkeys, TEXTOID, -1, false,
-											  TYPALIGN_INT));
-	(void) SpiExecute(SubsLeaseRows() ? &stmt_promote : &stmt_promote_v14, args, NULL,
-					  false, 0);
-}
-
-/*
- * The rows of SPI_tuptable whose columns subcol and keycol are a sub_id and
- * an ordering key (or NULL): unblock what follows each key.  With morecol
- * (not 0), only the keys of the rows whose boolean in that column is true.
- */
-void
-SubsPromoteReturned(int subcol, int keycol, int morecol)
-{
-	SPITupleTable *tt = SPI_tuptable;
-	uint64		n = SPI_processed;
-	Datum	   *subs = palloc(sizeof(Datum) * Max(n, 1));
-	Datum	   *keys = palloc(sizeof(Datum) * Max(n, 1));
-	int			nkeys = 0;
-	uint64		i;
-
-	for (i = 0; i < n; i++)
-	{
-		bool		subnull;
-		bool		keynull;
-		Datum		sub = SPI_getbinval(tt->vals[i], tt->tupdesc, subcol, &subnull);
-		Datum		key = SPI_getbinval(tt->vals[i], tt->tupdesc, keycol, &keynull);
-
-		if (subnull || keynull)
-			continue;
-		if (morecol != 0)
-		{
-			bool		morenull;
-
-			if (!DatumGetBool(SPI_getbinval(tt->vals[i], tt->tupdesc, morecol,
-											&morenull)) || morenull)
-				continue;
-		}
-		subs[nkeys] = sub;
-		keys[nkeys] = PointerGetDatum(DatumGetTextPCopy(key));
-		nkeys++;
-	}
-	SubsPromoteKeys(nkeys, subs, keys);
 }
 
 /*

@@ -2,9 +2,10 @@
  *
  * outbox_subs.h
  *		Named subscriptions: their rows in outbox.subscription and the
- *		state of what each has read in outbox.subscription_state and
- *		outbox.subscription_lease (outbox_store_subs.c,
- *		outbox_store_subs_claim.c, outbox_subs_lease.c).
+ *		state of what each has read in outbox.subscription_state,
+ *		outbox.subscription_lease and outbox.subscription_key
+ *		(outbox_store_subs.c, outbox_store_subs_claim.c, outbox_subs_lease.c,
+ *		outbox_subs_promote.c).
  *
  * A subscription is named by its topic and name; the calls that take a
  * message id (complete, fail, extend, retry_dead) find the message among
@@ -229,7 +230,7 @@ extern int	SubsLeaseMarks(TimestampTz now, Datum **subs, Datum **seen);
 extern int	SubsClaimAcross(const ClaimRequest *req, text *name, TupleDesc tupdesc,
 							Tuplestorestate *store);
 
-/* the key heads to hand out again after messages left their key (outbox_store_subs.c) */
+/* the key heads to hand out again after messages left their key (outbox_subs_promote.c) */
 extern void SubsPromoteKeys(int nkeys, Datum *sub_ids, Datum *keys);
 extern void SubsPromoteReturned(int subcol, int keycol, int morecol);
 

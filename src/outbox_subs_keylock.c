@@ -6,7 +6,7 @@
  *		subscription run side by side.
  *
  * Of the state rows of one key, the first that is not dead is the key's
- * head, the others are blocked behind it (outbox_store_subs.c).  Whoever
+ * head, the others are blocked behind it (outbox_subs_promote.c).  Whoever
  * adds a row to a key (a claim reading the log), or takes its head away
  * (a completion, a failure or a claim that makes it dead, a hole whose
  * append rolled back) or revives a row (retry_dead), holds the key's lock

@@ -373,8 +373,7 @@ obx_group_complete(const LeaseGroup *g, text *owner, text *name, SubsKeySet *pro
 	args[0] = Int32GetDatum(g->sub);
 	args[1] = Int64GetDatum(g->first_seq);
 	args[2] = PointerGetDatum(owner);
-	args[3] = PointerGetDatum(construct_array(g->seqs, g->n, INT8OID, sizeof(int64),
-											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	args[3] = SubsArray(g->seqs, NULL, g->n, INT8OID);
 	args[4] = PointerGetDatum(name);
 	args[5] = TimestampTzGetDatum(g->until);
 	args[6] = SubsArray(g->keys, g->keynulls, g->n, TEXTOID);

@@ -13,10 +13,11 @@ CREATE DATABASE regress_statements;
 \c regress_statements
 SET client_min_messages = warning;
 CREATE FUNCTION saved_statements()
-RETURNS TABLE (statement text, scans text, seq_scans text[], bitmap_scans text[], error text)
+RETURNS TABLE (statement text, scans text, seq_scans text[], bitmap_scans text[],
+               hashed_subplans integer, error text)
 AS 'krizaka_outbox', 'obx_saved_statements' LANGUAGE C STRICT;
 CREATE TABLE checked (version text, statement text, scans text, seq_scans text[],
-                      bitmap_scans text[], error text);
+                      bitmap_scans text[], hashed_subplans integer, error text);
 
 CREATE EXTENSION krizaka_outbox VERSION '1.0';
 INSERT INTO checked SELECT '1.0', * FROM saved_statements();
@@ -61,6 +62,16 @@ SELECT statement, seq_scans, bitmap_scans FROM checked
  WHERE version = '1.5' AND error IS NULL AND scans = 'any'
    AND NOT (seq_scans || bitmap_scans) <@ ARRAY['routes', 'subscription', 'message_seq', 'claim_position']
  ORDER BY statement;
+
+-- nor one that asks for index scans with a subplan that reads its whole
+-- relation into a hash table, or that the planner could turn into one:
+-- it chooses between the two forms by cost alone, from PostgreSQL 18 on
+-- regardless of enable_seqscan, and on tables whose statistics say they
+-- are empty the whole read wins
+SELECT statement, string_agg(version, ', ' ORDER BY version) AS versions
+  FROM checked
+ WHERE error IS NULL AND scans <> 'any' AND hashed_subplans > 0
+ GROUP BY statement ORDER BY statement;
 
 -- only a superuser may run it
 CREATE ROLE regress_statements_nobody;

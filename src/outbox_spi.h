@@ -30,6 +30,18 @@ typedef enum SavedStatementScans
 } SavedStatementScans;
 
 /*
+ * SUBPLAN_FENCE ends the subquery of a correlated EXISTS that stays a
+ * subplan (under an OR, in a select list, in RETURNING).  Without it the
+ * planner also makes a hashed form of the subplan, which reads the whole
+ * relation at every run, and picks one of the two by cost alone: from
+ * PostgreSQL 18 on regardless of enable_seqscan = off, so that on tables
+ * whose statistics say they are empty the whole read wins, and stays in
+ * the saved plan while the tables grow.  An EXISTS among the ANDs of a
+ * WHERE needs none: it becomes a join (which the fence would prevent).
+ */
+#define SUBPLAN_FENCE	" OFFSET 0"
+
+/*
  * A statement prepared on first use and kept for the life of the backend.
  * Declared static and initialised with its text, the exact SPI_OK_* code it
  * answers with, its parameters and (when not OBX_SCANS_INDEX) its scans;

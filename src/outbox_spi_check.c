@@ -94,17 +94,44 @@ obx_scans_name(SavedStatementScans scans)
 }
 
 /*
+ * The subplans of a plan that read their whole subquery into a hash table,
+ * or could have: each hashed one, and each that the planner chose between
+ * a correlated and a hashed form (it leaves NULL in the list for the form
+ * it set aside).  The choice is by cost alone, and from PostgreSQL 18 on
+ * it ignores enable_seqscan = off: on tables whose statistics say they are
+ * empty the hashed form wins and reads the whole table at every run.
+ */
+static int
+obx_hashed_subplans(PlannedStmt *ps, const char *text)
+{
+	const char *p = text;
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, ps->subplans)
+		if (lfirst(lc) == NULL)
+			n++;
+	while ((p = strstr(p, ":useHashTable true")) != NULL)
+	{
+		p++;
+		n++;
+	}
+	return n;
+}
+
+/*
  * Plan stmt and put a row for it into rsinfo: its name, the scans it asks
  * for, the relations its plan reads with sequential and with bitmap heap
- * scans, and its error (NULL when it planned).
+ * scans, its hashed subplans, and its error (NULL when it planned).
  */
 static void
 obx_check(ReturnSetInfo *rsinfo, const char *name, SavedStatement *stmt)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
-	Datum		values[5];
-	bool		nulls[5] = {false, false, false, false, false};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+	int			hashed = 0;
 	List	   *seqscans = NIL;
 	List	   *bitmapscans = NIL;
 	char	   *error = NULL;
@@ -126,6 +153,7 @@ obx_check(ReturnSetInfo *rsinfo, const char *name, SavedStatement *stmt)
 
 			obx_scanned(text, "{SEQSCAN ", ps->rtable, &seqscans);
 			obx_scanned(text, "{BITMAPHEAPSCAN ", ps->rtable, &bitmapscans);
+			hashed += obx_hashed_subplans(ps, text);
 			MemoryContextSwitchTo(spi);
 		}
 		ReleaseCachedPlan(cplan, NULL);
@@ -152,16 +180,18 @@ obx_check(ReturnSetInfo *rsinfo, const char *name, SavedStatement *stmt)
 	values[1] = CStringGetTextDatum(obx_scans_name(stmt->scans));
 	values[2] = obx_names(seqscans);
 	values[3] = obx_names(bitmapscans);
+	values[4] = Int32GetDatum(hashed);
 	if (error != NULL)
-		values[4] = CStringGetTextDatum(error);
+		values[5] = CStringGetTextDatum(error);
 	else
-		nulls[4] = true;
+		nulls[5] = true;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
 /*
  * obx_saved_statements() RETURNS TABLE (statement text, scans text,
- * seq_scans text[], bitmap_scans text[], error text): superusers only.
+ * seq_scans text[], bitmap_scans text[], hashed_subplans integer,
+ * error text): superusers only.
  */
 Datum
 obx_saved_statements(PG_FUNCTION_ARGS)

@@ -91,7 +91,7 @@ SAVED_STATEMENT(stmt_purge_delete) = {
 	" AND (" PURGE_FINISHED("$2") " OR (m.created_at OPERATOR(pg_catalog.<) $2" \
 	"  AND EXISTS (SELECT 1 FROM outbox.subscription t" \
 	"   WHERE t.topic OPERATOR(pg_catalog.=) m.topic AND t.name IS NULL" \
-	"   AND t.paused_until IS NULL)))" \
+	"   AND t.paused_until IS NULL" SUBPLAN_FENCE ")))" \
 	" AND NOT EXISTS (SELECT 1 FROM outbox.subscription s" \
 	"  WHERE s.topic OPERATOR(pg_catalog.=) m.topic AND s.name IS NOT NULL" \
 	"  AND s.expired_at IS NULL" \
@@ -99,7 +99,7 @@ SAVED_STATEMENT(stmt_purge_delete) = {
 	"    WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id ORDER BY f.next_seq LIMIT 1)" \
 	"   OR EXISTS (SELECT 1 FROM outbox.subscription_state x" \
 	"    WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id" \
-	"    AND x.seq OPERATOR(pg_catalog.=) m.seq)" leases "))", \
+	"    AND x.seq OPERATOR(pg_catalog.=) m.seq" SUBPLAN_FENCE ")" leases "))", \
 	SPI_OK_DELETE, \
 	2, {TIDARRAYOID, TIMESTAMPTZOID} }
 SAVED_STATEMENT(stmt_purge_delete_subs_v14) = PURGE_DELETE_SUBS("");

@@ -74,7 +74,7 @@ SAVED_STATEMENT(stmt_find) = {
 SAVED_STATEMENT(stmt_find_v15) = {
 	"SELECT s.sub_id, s.paused_until, s.expired_at, EXISTS (SELECT 1 FROM outbox.routes r"
 	"  WHERE r.topic OPERATOR(pg_catalog.=) s.topic"
-	"  AND r.subscription OPERATOR(pg_catalog.=) s.name)"
+	"  AND r.subscription OPERATOR(pg_catalog.=) s.name" SUBPLAN_FENCE ")"
 	" FROM outbox.subscription s"
 	" WHERE s.topic OPERATOR(pg_catalog.=) $1 AND s.name OPERATOR(pg_catalog.=) $2",
 	SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}

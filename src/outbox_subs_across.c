@@ -59,22 +59,22 @@
 	" AND (EXISTS (SELECT 1 FROM outbox.subscription_state x" \
 	"   WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.dead_at IS NULL" \
 	"   AND NOT x.blocked AND NOT x.hole AND x.leased_until IS NULL" \
-	"   AND x.available_at OPERATOR(pg_catalog.<=) $2)" \
+	"   AND x.available_at OPERATOR(pg_catalog.<=) $2" SUBPLAN_FENCE ")" \
 	"  OR EXISTS (SELECT 1 FROM outbox.subscription_state x" \
 	"   WHERE x.sub_id OPERATOR(pg_catalog.=) s.sub_id AND x.hole" \
 	"   AND x.seq OPERATOR(pg_catalog.>=) " \
-	SUBS_MARK_OF("$3", "$4", "'-9223372036854775808'::pg_catalog.int8") ")" \
+	SUBS_MARK_OF("$3", "$4", "'-9223372036854775808'::pg_catalog.int8") SUBPLAN_FENCE ")" \
 	"  OR EXISTS (SELECT 1 FROM outbox.subscription_state x" \
 	"   WHERE x.leased_until OPERATOR(pg_catalog.<=) $2 AND x.leased_until IS NOT NULL" \
 	"   AND x.leased_until OPERATOR(pg_catalog.>) " \
 	SUBS_MARK_OF("$7", "$8", "'-infinity'::pg_catalog.timestamptz") \
-	"   AND x.dead_at IS NULL AND x.sub_id OPERATOR(pg_catalog.=) s.sub_id)" \
+	"   AND x.dead_at IS NULL AND x.sub_id OPERATOR(pg_catalog.=) s.sub_id" SUBPLAN_FENCE ")" \
 	leases \
 	"  OR EXISTS (SELECT 1 FROM outbox.message m WHERE m.topic OPERATOR(pg_catalog.=) s.topic" \
 	"   AND m.seq OPERATOR(pg_catalog.>=) (SELECT f.next_seq FROM outbox.subscription_frontier f" \
 	"    WHERE f.sub_id OPERATOR(pg_catalog.=) s.sub_id AND f.next_seq OPERATOR(pg_catalog.>=) " \
 	SUBS_MARK_OF("$5", "$6", "'-9223372036854775808'::pg_catalog.int8") \
-	"    ORDER BY f.next_seq LIMIT 1)))" \
+	"    ORDER BY f.next_seq LIMIT 1)" SUBPLAN_FENCE "))" \
 	" ORDER BY s.sub_id"
 
 #define SUBS_WITH_WORK_TYPES \
@@ -98,7 +98,7 @@ SAVED_STATEMENT(stmt_with_work_v15) = {
 				   "   WHERE l.leased_until OPERATOR(pg_catalog.<=) $2"
 				   "   AND l.leased_until OPERATOR(pg_catalog.>) "
 				   SUBS_MARK_OF("$7", "$8", "'-infinity'::pg_catalog.timestamptz")
-				   "   AND l.sub_id OPERATOR(pg_catalog.=) s.sub_id)"),
+				   "   AND l.sub_id OPERATOR(pg_catalog.=) s.sub_id" SUBPLAN_FENCE ")"),
 	SPI_OK_SELECT, 8, SUBS_WITH_WORK_TYPES, OBX_SCANS_INDEX_OR_BITMAP
 };
 

@@ -79,7 +79,8 @@
 #define KEY_HAS_STATE \
 	"EXISTS (SELECT 1 FROM outbox.subscription_state z" \
 	" WHERE z.sub_id OPERATOR(pg_catalog.=) y.sub_id" \
-	" AND z.ordering_key OPERATOR(pg_catalog.=) y.ordering_key AND z.dead_at IS NULL)"
+	" AND z.ordering_key OPERATOR(pg_catalog.=) y.ordering_key AND z.dead_at IS NULL" \
+	SUBPLAN_FENCE ")"
 
 #define KEYS_TO_PROMOTE \
 	" (SELECT pg_catalog.array_agg(kd.sub_id) FROM kd WHERE kd.more)," \

@@ -151,10 +151,11 @@ ClaimInt8Array(Datum *elems, int n)
 
 /*
  * The claim across all topics, and its arguments $1 and $7 to $12 into
- * args (outbox_store_across.c); NULL when there is no topic to claim.  It
- * runs in rounds (ClaimAcrossRound) of ClaimAcrossReach candidates.
+ * args (outbox_store_across.c); NULL when there is no topic to claim, or
+ * when only one topic is (*single, then claimed as a claim of the topic).
+ * It runs in rounds (ClaimAcrossRound) of ClaimAcrossReach candidates.
  */
-extern SavedStatement *ClaimAcrossPrepare(TimestampTz now, Datum *args);
+extern SavedStatement *ClaimAcrossPrepare(TimestampTz now, Datum *args, text **single);
 extern int	ClaimAcrossReach(int wanted, int round);
 extern int	ClaimAcrossRound(SavedStatement *candidates, Datum *args, int wanted,
 							 int reach);

@@ -239,7 +239,8 @@ obx_keep_due_topics(TimestampTz now)
 	MemoryContextSwitchTo(old);
 }
 
-static bool obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed);
+static bool obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed,
+							  text **single);
 static uint64 obx_list_topics(TimestampTz now, bool *walk, uint64 *lost,
 							  Datum **names);
 
@@ -310,13 +311,18 @@ obx_list_topics(TimestampTz now, bool *walk, uint64 *lost, Datum **names)
  * two-dimensional arrays of their passed keys ($9, $10), and where their
  * deferred messages are read from ($11, $12), allocated in the SPI
  * connection; *any_passed says whether a topic has passed keys.
- * False when there is no topic to claim.  A walk of every topic marks the
- * claim positions of topics whose default subscription is held, searches
- * all others, and then lets the next claims visit only those with work,
- * until a paused one's pause ends at the latest.
+ * False when there is no topic to claim, or when only one is and no walk
+ * of every topic came first: that one into *single, with no arguments (a
+ * claim of one topic locks its messages as it reads them, where the claim
+ * across all topics reads candidates first, four batches of them, and
+ * then locks: twice the reads, which a held snapshot makes dearer).  A
+ * walk of every topic marks the claim positions of topics whose default
+ * subscription is held, searches all others, and then lets the next claims
+ * visit only those with work, until a paused one's pause ends at the
+ * latest.
  */
 static bool
-obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
+obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed, text **single)
 {
 	uint64		lost = 0;
 	TimestampTz until = StreamAcrossUntil(now);
@@ -353,6 +359,11 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 			names[kept++] = names[i];
 		}
 		n = kept;
+	}
+	if (n == 1 && !walk)
+	{
+		*single = DatumGetTextPP(names[0]);
+		return false;
 	}
 
 	pos = palloc(sizeof(Datum) * Max(n, 1));
@@ -431,15 +442,16 @@ obx_stream_topics(TimestampTz now, Datum *args, bool *any_passed)
 /*
  * The claim across all topics, with its arguments $1, $7 to $12 in args
  * (room for 12): the statement that reads its candidates, for
- * ClaimAcrossRound; NULL when no topic is to be claimed.  Called in an SPI
- * connection.
+ * ClaimAcrossRound; NULL when no topic is to be claimed, or when one only
+ * is, *single (set, else NULL).  Called in an SPI connection.
  */
 SavedStatement *
-ClaimAcrossPrepare(TimestampTz now, Datum *args)
+ClaimAcrossPrepare(TimestampTz now, Datum *args, text **single)
 {
 	bool		passed;
 
-	if (!obx_stream_topics(now, args, &passed))
+	*single = NULL;
+	if (!obx_stream_topics(now, args, &passed, single))
 		return NULL;
 	return &stmt_across_candidates[passed ? 1 : 0];
 }

@@ -360,12 +360,13 @@ static int
 obx_claim(const ClaimRequest *req, ClaimSink *sink)
 {
 	bool		stream = StreamSchema();
-	SavedStatement *claim;
+	SavedStatement *claim = NULL;
 	Datum		args[12];
 	char		nulls[12] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int			leased = 0;
 	int			round = 0;
 	bool		hinted = false;
+	text	   *topic = req->topic;
 	ClaimHintFound found = {0};
 
 	args[0] = req->topic ? PointerGetDatum(req->topic) : (Datum) 0;
@@ -378,25 +379,27 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 
 	SpiConnect();
 
-	if (stream && req->topic)
+	/* across all topics when only one has work: the claim of that one */
+	if (stream && topic == NULL)
 	{
-		StreamHint	shared;
-
-		claim = &stmt_claim_stream[obx_position(req->topic, req->now, args, &shared)];
-		hinted = ClaimHintArgs(req->topic, &shared, req->now, args);
-	}
-	else if (stream)
-	{
-		claim = ClaimAcrossPrepare(req->now, args);
-		if (claim == NULL)
+		claim = ClaimAcrossPrepare(req->now, args, &topic);
+		if (claim == NULL && topic == NULL)
 		{
 			SpiFinish();
 			return 0;
 		}
 		nulls[0] = ' ';
-		found.across = true;
+		found.across = topic == NULL;
 	}
-	else
+	if (stream && topic != NULL)
+	{
+		StreamHint	shared;
+
+		args[0] = PointerGetDatum(topic);
+		claim = &stmt_claim_stream[obx_position(topic, req->now, args, &shared)];
+		hinted = ClaimHintArgs(topic, &shared, req->now, args);
+	}
+	else if (!stream)
 	{
 		/* first, the expired last attempts of the topic(s) */
 		claim = req->topic ? &stmt_claim_topic : &stmt_claim_any;
@@ -422,8 +425,8 @@ obx_claim(const ClaimRequest *req, ClaimSink *sink)
 			(void) SpiExecute(claim, args, nulls, false, 0);
 		if (!found.across || candidates > 0)
 			leased += ClaimSinkRows(sink, NUM_CLAIM_COLS, &dead, stream ? &found : NULL);
-		if (stream && req->topic)
-			ClaimHintNote(req->topic, req->now, hinted, wanted, &found);
+		if (stream && topic != NULL)
+			ClaimHintNote(topic, req->now, hinted, wanted, &found);
 		else if (stream)
 			ClaimHintNoteAcross(req->now, &found);
 

@@ -15,13 +15,16 @@
  *		  krizaka  outbox.complete_and_claim: the batch before completed
  *		           in the call that claims the next
  *		  krizaka2 outbox.claim, then outbox.complete_many of the batch
+ *		  krizaka2p krizaka2 with the complete_many on a second connection
+ *		           of the worker's, as a pool in transaction mode may hand
+ *		           each call another server connection
  *		  krizakaa krizaka across all topics (its topic NULL)
  *		  pgq      PgQ: worker k consumes queue "<topic>_<k>" as consumer
  *		           "bench": next_batch, get_batch_events, finish_batch
  *		Every statement runs in its own transaction (autocommit).  A worker
  *		stops when it gets nothing.  Prints one line:
  *		  "pull <system> messages=N seconds=S rate=R"
- *		With subscriptions (krizaka and krizaka2 only), a comma-separated
+ *		With subscriptions (krizaka, krizaka2 and krizaka2p), a comma-separated
  *		list of named subscriptions of topic: each gets `workers` workers of
  *		its own, all started together, which pass it as the subscription
  *		argument of every call and consume `total` messages of it.  Prints
@@ -135,6 +138,7 @@ typedef struct Worker
 	long		done;			/* messages completed */
 	double		end;			/* when it stopped (now_ms) */
 	Shared	   *shared;			/* W8: consume until told to stop; else NULL */
+	PGconn	   *other;			/* krizaka2p: the completions' connection */
 	char		error[512];
 } Worker;
 
@@ -382,8 +386,8 @@ claim_loop(PGconn *conn, Worker *w, const char *owner, Completion how)
 		if (how == COMPLETE_IN_CLAIM)
 			continue;
 
-		if ((res = run_prepared(conn, w, "complete", 2 + (w->subscription != NULL),
-								complete)) == NULL)
+		if ((res = run_prepared(w->other ? w->other : conn, w, "complete",
+								2 + (w->subscription != NULL), complete)) == NULL)
 			break;
 		note_done(w, atol(how == COMPLETE_RESULT ? PQgetvalue(res, 0, 0) : PQcmdTuples(res)));
 		PQclear(res);
@@ -421,7 +425,8 @@ pull_plain(PGconn *conn, Worker *w)
  * krizaka: outbox.complete_and_claim, which completes the batch before
  * and claims the next in one call; krizakaa: the same across all topics
  * (its topic NULL); krizaka2: outbox.claim, then outbox.complete_many of
- * the whole batch.  With a named subscription, the
+ * the whole batch; krizaka2p: the same, the complete_many on a connection
+ * of its own.  With a named subscription, the
  * same calls with its name as their subscription argument; without, the
  * statements name none (the topic's default subscription).
  */
@@ -435,17 +440,21 @@ pull_krizaka(PGconn *conn, Worker *w)
 		snprintf(owner, sizeof(owner), "krizaka-%s-%d", w->subscription, w->no);
 	else
 		snprintf(owner, sizeof(owner), "krizaka-%d", w->no);
-	if (strcmp(w->system, "krizaka2") == 0)
+	if (strncmp(w->system, "krizaka2", 8) == 0)
 	{
+		if (strcmp(w->system, "krizaka2p") == 0)
+			w->other = connect_or_die(w->conninfo);
 		prepare_or_die(conn, "claim", named ?
 					   "SELECT id, topic, event_type, payload, created_at, attempts "
 					   "FROM outbox.claim($1, $2, $3, subscription => $4)" :
 					   "SELECT id, topic, event_type, payload, created_at, attempts "
 					   "FROM outbox.claim($1, $2, $3)", 3 + named);
-		prepare_or_die(conn, "complete", named ?
+		prepare_or_die(w->other ? w->other : conn, "complete", named ?
 					   "SELECT outbox.complete_many($1::uuid[], $2, $3)" :
 					   "SELECT outbox.complete_many($1::uuid[], $2)", 2 + named);
 		claim_loop(conn, w, owner, COMPLETE_RESULT);
+		if (w->other)
+			PQfinish(w->other);
 		return;
 	}
 	prepare_or_die(conn, "claim", named ?
@@ -639,7 +648,7 @@ cmd_pull(int argc, char **argv)
 
 	if (argc != 8 && argc != 9)
 	{
-		fprintf(stderr, "usage: driver pull floor|plain|krizaka|krizakaa|krizaka2|pgq conninfo topic workers batch total [subscriptions]\n");
+		fprintf(stderr, "usage: driver pull floor|plain|krizaka|krizakaa|krizaka2|krizaka2p|pgq conninfo topic workers batch total [subscriptions]\n");
 		return 2;
 	}
 	system = argv[2];
@@ -648,7 +657,8 @@ cmd_pull(int argc, char **argv)
 	total = atol(argv[7]);
 	if (strcmp(system, "floor") != 0 && strcmp(system, "plain") != 0 &&
 		strcmp(system, "krizaka") != 0 && strcmp(system, "krizakaa") != 0 &&
-		strcmp(system, "krizaka2") != 0 && strcmp(system, "pgq") != 0)
+		strcmp(system, "krizaka2") != 0 && strcmp(system, "krizaka2p") != 0 &&
+		strcmp(system, "pgq") != 0)
 	{
 		fprintf(stderr, "driver: unknown system \"%s\"\n", system);
 		return 2;
@@ -660,7 +670,7 @@ cmd_pull(int argc, char **argv)
 
 		if (strncmp(system, "krizaka", 7) != 0)
 		{
-			fprintf(stderr, "driver: only krizaka and krizaka2 read a named subscription\n");
+			fprintf(stderr, "driver: only krizaka, krizaka2 and krizaka2p read a named subscription\n");
 			return 2;
 		}
 		list = strdup(argv[8]);
@@ -706,7 +716,7 @@ cmd_pull(int argc, char **argv)
 			fprintf(stderr, "driver: %ld messages completed, %ld expected\n", done, total);
 			failed = 1;
 		}
-		if (strncmp(system, "krizaka", 7) == 0 && strcmp(system, "krizaka2") != 0 &&
+		if (strncmp(system, "krizaka", 7) == 0 && strncmp(system, "krizaka2", 8) != 0 &&
 			undelivered(argv[3], argv[4], NULL) != 0)
 		{
 			fprintf(stderr, "driver: messages of topic %s left undelivered\n", argv[4]);

@@ -177,6 +177,27 @@ SELECT n, attempts, leased FROM sl.states();
 SELECT outbox.unsubscribe('rl', 's3') AS unsubscribed;
 SELECT count(*) AS key_rows FROM outbox.subscription_key;
 
+-- from another session, the rows of the messages are read as one range of
+-- the subscription's rows: batches of two owners side by side, and one
+-- call with messages of both of a's rows and one of b's, which stays b's
+SELECT outbox.subscribe('rl', 's4');
+SELECT count(outbox.append('rl', 'evt.rl.v1', jsonb_build_object('n', n), regress.id(n)))
+  FROM generate_series(21, 26) AS n;
+SELECT string_agg(payload->>'n', ',' ORDER BY seq) AS a1 FROM outbox.claim('a', 'rl', 2, 60, 's4');
+SELECT string_agg(payload->>'n', ',' ORDER BY seq) AS b1 FROM outbox.claim('b', 'rl', 2, 60, 's4');
+SELECT string_agg(payload->>'n', ',' ORDER BY seq) AS a2 FROM outbox.claim('a', 'rl', 2, 60, 's4');
+\c -
+SELECT outbox.complete_many(ARRAY[regress.id(21), regress.id(23), regress.id(26), regress.id(22)],
+                            'a', 's4') AS completed_across_rows;
+SELECT l.lease_owner, (SELECT string_agg(m.payload->>'n', ',' ORDER BY m.seq)
+                         FROM outbox.message m WHERE m.seq = ANY (l.seqs)) AS ns
+  FROM outbox.subscription_lease l JOIN outbox.subscription s USING (sub_id)
+ WHERE s.name = 's4' ORDER BY l.first_seq;
+SELECT outbox.complete_many(ARRAY[regress.id(24), regress.id(23)], 'b', 's4') AS completed_by_b;
+SELECT outbox.complete(regress.id(25), 'a', 's4') AS completed_last;
+SELECT pending, in_flight FROM outbox.subscription_stats WHERE subscription = 's4';
+SELECT outbox.unsubscribe('rl', 's4') AS unsubscribed;
+
 SELECT regress.reset();
 DROP SCHEMA sl CASCADE;
 RESET TimeZone;

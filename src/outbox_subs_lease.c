@@ -46,22 +46,31 @@
 /*
  * The lease rows that owner $3 holds on the messages $1 (uuid[]), in the
  * subscriptions named $2: their keys, the positions of those messages and
- * their ordering keys.
+ * their ordering keys.  The rows are read as one range of each
+ * subscription's, from the row that may hold the first message to the
+ * last message (a batch is in one row, or in a few written side by side),
+ * not looked up per message: 50 descents of the index took 0.15 ms of a
+ * completion from another session.
  */
 #define LEASES_OF_IDS \
-	"c AS MATERIALIZED (SELECT l.sub_id, l.first_seq, m.seq," \
+	"li AS MATERIALIZED (SELECT s.sub_id, m.seq," \
 	"  m.ordering_key COLLATE pg_catalog.\"C\" AS key" \
 	"  FROM outbox.message m" \
 	"  JOIN outbox.subscription s ON s.topic OPERATOR(pg_catalog.=) m.topic" \
 	"   AND s.name OPERATOR(pg_catalog.=) $2" \
-	"  CROSS JOIN LATERAL (SELECT y.sub_id, y.first_seq, y.seqs, y.lease_owner" \
-	"   FROM outbox.subscription_lease y" \
-	"   WHERE y.sub_id OPERATOR(pg_catalog.=) s.sub_id" \
-	"   AND y.first_seq OPERATOR(pg_catalog.<=) m.seq" \
-	"   ORDER BY y.first_seq DESC LIMIT 1) l" \
-	"  WHERE m.id OPERATOR(pg_catalog.=) ANY ($1)" \
-	"  AND l.lease_owner OPERATOR(pg_catalog.=) $3" \
-	"  AND m.seq OPERATOR(pg_catalog.=) ANY (l.seqs))"
+	"  WHERE m.id OPERATOR(pg_catalog.=) ANY ($1))," \
+	" lr AS MATERIALIZED (SELECT y.sub_id, y.first_seq, y.seqs" \
+	"  FROM (SELECT li.sub_id, pg_catalog.min(li.seq) AS lo, pg_catalog.max(li.seq) AS hi" \
+	"   FROM li GROUP BY li.sub_id) b, outbox.subscription_lease y" \
+	"  WHERE y.sub_id OPERATOR(pg_catalog.=) b.sub_id" \
+	"  AND y.first_seq OPERATOR(pg_catalog.<=) b.hi" \
+	"  AND y.first_seq OPERATOR(pg_catalog.>=) COALESCE((SELECT z.first_seq" \
+	"   FROM outbox.subscription_lease z WHERE z.sub_id OPERATOR(pg_catalog.=) b.sub_id" \
+	"   AND z.first_seq OPERATOR(pg_catalog.<=) b.lo ORDER BY z.first_seq DESC LIMIT 1), b.lo)" \
+	"  AND y.lease_owner OPERATOR(pg_catalog.=) $3)," \
+	" c AS MATERIALIZED (SELECT lr.sub_id, lr.first_seq, li.seq, li.key" \
+	"  FROM lr JOIN li ON li.sub_id OPERATOR(pg_catalog.=) lr.sub_id" \
+	"   AND li.seq OPERATOR(pg_catalog.=) ANY (lr.seqs))"
 
 /*
  * The rows of the keys (sub_id, key, seq) in rel whose heads a completion

@@ -66,6 +66,7 @@ OBJS = \
 	src/outbox_subs_memo.o \
 	src/outbox_subs_promote.o \
 	src/outbox_subs_marks.o \
+	src/outbox_subs_fresh.o \
 	src/outbox_subs_scan.o \
 	src/outbox_subs_sink.o \
 	src/outbox_stream.o \

@@ -140,25 +140,30 @@ SAVED_STATEMENT(stmt_complete) = {
  * The keys are looked for among the state rows only when the subscription
  * has keyed state rows at all (one probe), most often not.
  */
+#define COMPLETE_ROW \
+	"WITH c AS MATERIALIZED (SELECT x.sub_id, x.first_seq, x.seqs AS held," \
+	"  x.seqs OPERATOR(pg_catalog.<@) $4 AS whole," \
+	"  (SELECT pg_catalog.count(DISTINCT q.seq) FROM pg_catalog.unnest($4) AS q(seq)" \
+	"   WHERE q.seq OPERATOR(pg_catalog.=) ANY (x.seqs)) AS n" \
+	"  FROM outbox.subscription_lease x, outbox.subscription s" \
+	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.first_seq OPERATOR(pg_catalog.=) $2" \
+	"  AND x.lease_owner OPERATOR(pg_catalog.=) $3 AND x.leased_until OPERATOR(pg_catalog.=) $6" \
+	"  AND s.sub_id OPERATOR(pg_catalog.=) x.sub_id AND s.name OPERATOR(pg_catalog.=) $5" \
+	"  FOR UPDATE OF x)," \
+	" d AS (DELETE FROM outbox.subscription_lease x USING c WHERE c.whole" \
+	"  AND x.sub_id OPERATOR(pg_catalog.=) c.sub_id" \
+	"  AND x.first_seq OPERATOR(pg_catalog.=) c.first_seq)," \
+	" u AS (UPDATE outbox.subscription_lease x SET seqs = ARRAY(" \
+	"   SELECT q.seq FROM pg_catalog.unnest(x.seqs) AS q(seq)" \
+	"   WHERE q.seq OPERATOR(pg_catalog.<>) ALL ($4) ORDER BY q.seq)" \
+	"  FROM c WHERE NOT c.whole AND c.n OPERATOR(pg_catalog.>) 0" \
+	"  AND x.sub_id OPERATOR(pg_catalog.=) c.sub_id" \
+	"  AND x.first_seq OPERATOR(pg_catalog.=) c.first_seq)"
+#define COMPLETE_ROW_TYPES \
+	{INT4OID, INT8OID, TEXTOID, INT8ARRAYOID, TEXTOID, TIMESTAMPTZOID, TEXTARRAYOID}
+
 SAVED_STATEMENT(stmt_complete_row) = {
-	"WITH c AS MATERIALIZED (SELECT x.sub_id, x.first_seq, x.seqs AS held,"
-	"  x.seqs OPERATOR(pg_catalog.<@) $4 AS whole,"
-	"  (SELECT pg_catalog.count(DISTINCT q.seq) FROM pg_catalog.unnest($4) AS q(seq)"
-	"   WHERE q.seq OPERATOR(pg_catalog.=) ANY (x.seqs)) AS n"
-	"  FROM outbox.subscription_lease x, outbox.subscription s"
-	"  WHERE x.sub_id OPERATOR(pg_catalog.=) $1 AND x.first_seq OPERATOR(pg_catalog.=) $2"
-	"  AND x.lease_owner OPERATOR(pg_catalog.=) $3 AND x.leased_until OPERATOR(pg_catalog.=) $6"
-	"  AND s.sub_id OPERATOR(pg_catalog.=) x.sub_id AND s.name OPERATOR(pg_catalog.=) $5"
-	"  FOR UPDATE OF x),"
-	" d AS (DELETE FROM outbox.subscription_lease x USING c WHERE c.whole"
-	"  AND x.sub_id OPERATOR(pg_catalog.=) c.sub_id"
-	"  AND x.first_seq OPERATOR(pg_catalog.=) c.first_seq),"
-	" u AS (UPDATE outbox.subscription_lease x SET seqs = ARRAY("
-	"   SELECT q.seq FROM pg_catalog.unnest(x.seqs) AS q(seq)"
-	"   WHERE q.seq OPERATOR(pg_catalog.<>) ALL ($4) ORDER BY q.seq)"
-	"  FROM c WHERE NOT c.whole AND c.n OPERATOR(pg_catalog.>) 0"
-	"  AND x.sub_id OPERATOR(pg_catalog.=) c.sub_id"
-	"  AND x.first_seq OPERATOR(pg_catalog.=) c.first_seq),"
+	COMPLETE_ROW ","
 	" kd AS (DELETE FROM outbox.subscription_key y USING c"
 	"  WHERE y.sub_id OPERATOR(pg_catalog.=) c.sub_id"
 	"  AND y.ordering_key OPERATOR(pg_catalog.=) ANY ($7 COLLATE pg_catalog.\"C\")"
@@ -168,8 +173,14 @@ SAVED_STATEMENT(stmt_complete_row) = {
 	"    WHERE z.sub_id OPERATOR(pg_catalog.=) $1 AND z.ordering_key IS NOT NULL"
 	"    AND z.dead_at IS NULL)) AND " KEY_HAS_STATE " AS more)"
 	" SELECT c.n, c.whole," KEYS_TO_PROMOTE " FROM c",
-	SPI_OK_SELECT, 7, {INT4OID, INT8OID, TEXTOID, INT8ARRAYOID, TEXTOID, TIMESTAMPTZOID,
-	TEXTARRAYOID}
+	SPI_OK_SELECT, 7, COMPLETE_ROW_TYPES
+};
+
+/* the same for messages without a key: no key to look at ($7 unused) */
+SAVED_STATEMENT(stmt_complete_row_plain) = {
+	COMPLETE_ROW
+	" SELECT c.n, c.whole, NULL::pg_catalog.int4[], NULL::pg_catalog.text[] FROM c",
+	SPI_OK_SELECT, 7, COMPLETE_ROW_TYPES
 };
 
 /*
@@ -378,8 +389,12 @@ obx_group_complete(const LeaseGroup *g, text *owner, text *name, SubsKeySet *pro
 {
 	Datum		args[7];
 	bool		isnull;
+	bool		keyed = false;
 	int64		done;
+	int			i;
 
+	for (i = 0; i < g->n; i++)
+		keyed |= !g->keynulls[i];
 	args[0] = Int32GetDatum(g->sub);
 	args[1] = Int64GetDatum(g->first_seq);
 	args[2] = PointerGetDatum(owner);
@@ -387,7 +402,8 @@ obx_group_complete(const LeaseGroup *g, text *owner, text *name, SubsKeySet *pro
 	args[4] = PointerGetDatum(name);
 	args[5] = TimestampTzGetDatum(g->until);
 	args[6] = SubsArray(g->keys, g->keynulls, g->n, TEXTOID);
-	if (SpiExecute(&stmt_complete_row, args, NULL, false, 0) == 0)
+	if (SpiExecute(keyed ? &stmt_complete_row : &stmt_complete_row_plain,
+				   args, NULL, false, 0) == 0)
 	{
 		SubsMemoForget(g);
 		return -1;

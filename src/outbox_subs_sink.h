@@ -15,6 +15,7 @@
 #include "nodes/pg_list.h"
 #include "utils/tuplestore.h"
 
+#include "outbox_spi.h"
 #include "outbox_store.h"
 
 /*
@@ -26,6 +27,8 @@
 #define SUBS_COL_ID			1
 #define SUBS_COL_SEQ		13
 #define SUBS_COL_KEY		15
+/* the column of the fresh read (1.5) that says a row is in the lease row */
+#define SUBS_COL_BY_RANGE	(SUBS_CLAIM_COLS + 1)
 
 /*
  * Where the rows of a claim go: a tuplestore of the row type of
@@ -56,5 +59,8 @@ extern int	SubsClaimDue(int32 sub, const ClaimRequest *req, Datum *args, int wan
 extern int	SubsClaimHoles(Datum sub, const ClaimRequest *req, TimestampTz lease_end,
 						   int want, int64 from, SubsSink *sink, bool *changed,
 						   int64 *first);
+
+/* the statement of a fresh read (outbox_subs_fresh.c) */
+extern SavedStatement *SubsFreshRead(bool chain, bool plain);
 
 #endif							/* OUTBOX_SUBS_SINK_H */

@@ -23,8 +23,10 @@
 #include "outbox_subs.h"
 
 /*
- * A claim across all topics runs in rounds of two statements.  The first
- * reads candidates without locks: the topics and their claim positions
+ * A claim across all topics with one topic to claim is a claim of that
+ * topic (outbox_store_claim.c).  With several, it runs in rounds of two
+ * statements.  The first reads candidates without locks: the topics and
+ * their claim positions
  * come as the arrays $1, $7 and $8 (from obx_stream_topics), and it takes
  * the first $3 of each topic's deferred and fresh due messages and keeps
  * the $3 oldest of them all.  The second locks the first of those that no

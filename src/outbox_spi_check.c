@@ -65,6 +65,67 @@ obx_scanned(const char *text, const char *tag, List *rtable, List **names)
 	}
 }
 
+/*
+ * Add to *names the relations that index scans and index-only scans of the
+ * plan text read whole: those without a condition on the index's first
+ * column (in an index condition, the index's columns are the only Vars;
+ * what they are compared with are Params).  The planner
+ * makes one the outer side of a join when the statistics of its table say
+ * that the table is empty (as after a vacuum of an emptied table), and
+ * then every run reads every entry of the index, also the entries of the
+ * rows that a held snapshot keeps.  An index scan has no plan below it, so
+ * the first :indexqual after its tag is its own.
+ */
+static bool
+obx_leading_column(const char *quals)
+{
+	static const char *const next[] = {":indexqualorig ", ":recheckqual ", ":indexorderby "};
+	const char *end = NULL;
+	const char *v;
+	int			i;
+
+	if (strncmp(quals, "<>", 2) == 0)
+		return false;
+	for (i = 0; i < lengthof(next); i++)
+	{
+		const char *e = strstr(quals, next[i]);
+
+		if (e != NULL && (end == NULL || e < end))
+			end = e;
+	}
+	v = strstr(quals, ":varattno 1 ");
+	return v != NULL && (end == NULL || v < end);
+}
+
+static void
+obx_full_index_scans(const char *text, List *rtable, List **names)
+{
+	static const char *const tags[] = {"{INDEXSCAN ", "{INDEXONLYSCAN "};
+	int			t;
+
+	for (t = 0; t < lengthof(tags); t++)
+	{
+		const char *p = text;
+
+		while ((p = strstr(p, tags[t])) != NULL)
+		{
+			const char *r = strstr(p, ":scanrelid ");
+			const char *q = strstr(p, ":indexqual ");
+			int			rti;
+
+			p += strlen(tags[t]);
+			if (r == NULL || q == NULL)
+				break;
+			if (obx_leading_column(q + strlen(":indexqual ")))
+				continue;
+			rti = atoi(r + strlen(":scanrelid "));
+			if (rti < 1 || rti > list_length(rtable))
+				continue;
+			*names = lappend(*names, get_rel_name(rt_fetch(rti, rtable)->relid));
+		}
+	}
+}
+
 /* names as a text[] (empty when none) */
 static Datum
 obx_names(List *names)
@@ -122,17 +183,19 @@ obx_hashed_subplans(PlannedStmt *ps, const char *text)
 /*
  * Plan stmt and put a row for it into rsinfo: its name, the scans it asks
  * for, the relations its plan reads with sequential and with bitmap heap
- * scans, its hashed subplans, and its error (NULL when it planned).
+ * scans, its hashed subplans, the relations it reads with index scans
+ * without a condition, and its error (NULL when it planned).
  */
 static void
 obx_check(ReturnSetInfo *rsinfo, const char *name, SavedStatement *stmt)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
-	Datum		values[6];
-	bool		nulls[6] = {false, false, false, false, false, false};
+	Datum		values[7];
+	bool		nulls[7] = {false, false, false, false, false, false, false};
 	int			hashed = 0;
 	List	   *seqscans = NIL;
+	List	   *fullscans = NIL;
 	List	   *bitmapscans = NIL;
 	char	   *error = NULL;
 
@@ -154,6 +217,7 @@ obx_check(ReturnSetInfo *rsinfo, const char *name, SavedStatement *stmt)
 			obx_scanned(text, "{SEQSCAN ", ps->rtable, &seqscans);
 			obx_scanned(text, "{BITMAPHEAPSCAN ", ps->rtable, &bitmapscans);
 			hashed += obx_hashed_subplans(ps, text);
+			obx_full_index_scans(text, ps->rtable, &fullscans);
 			MemoryContextSwitchTo(spi);
 		}
 		ReleaseCachedPlan(cplan, NULL);
@@ -181,10 +245,11 @@ obx_check(ReturnSetInfo *rsinfo, const char *name, SavedStatement *stmt)
 	values[2] = obx_names(seqscans);
 	values[3] = obx_names(bitmapscans);
 	values[4] = Int32GetDatum(hashed);
+	values[5] = obx_names(fullscans);
 	if (error != NULL)
-		values[5] = CStringGetTextDatum(error);
+		values[6] = CStringGetTextDatum(error);
 	else
-		nulls[5] = true;
+		nulls[6] = true;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 

@@ -54,7 +54,8 @@ SAVED_STATEMENT(stmt_promote_v14) = PROMOTE("");
 SAVED_STATEMENT(stmt_promote) = PROMOTE(
 	"  AND NOT EXISTS (SELECT 1 FROM outbox.subscription_key kk"
 	"   WHERE kk.ordering_key OPERATOR(pg_catalog.=) (k.key COLLATE pg_catalog.\"C\")"
-	"   AND kk.sub_id OPERATOR(pg_catalog.=) h.sub_id AND kk.seq OPERATOR(pg_catalog.<) h.seq)");
+	"   AND kk.sub_id OPERATOR(pg_catalog.=) h.sub_id AND kk.seq OPERATOR(pg_catalog.<) h.seq"
+	SUBPLAN_FENCE ")");
 
 /*
  * Unblock the next message of each key (keys[i] of subscription

@@ -83,8 +83,9 @@ SELECT statement, string_agg(version, ', ' ORDER BY version) AS versions
 -- subscriptions are small tables of settings.  Those listed read
 -- outbox.message, whose statistics say it is empty only until its first
 -- analyze (autovacuum's thresholds on it are low): the walks of the topics
--- read one entry at each step (an index's order with a LIMIT 1), the
--- others are left for later.
+-- read one entry at each step (an index's order with a LIMIT 1); the
+-- others still join the message table by a key of another index when
+-- its statistics say it is empty.
 VACUUM;
 INSERT INTO checked SELECT '1.5 vacuumed', * FROM saved_statements();
 SELECT statement, full_index_scans FROM checked

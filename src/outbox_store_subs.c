@@ -103,20 +103,26 @@ SAVED_STATEMENT(stmt_keyed) = KEYED_SUBS("$1", UUIDOID);
 SAVED_STATEMENT(stmt_keyed_many) = KEYED_SUBS("ANY ($1)", UUIDARRAYOID);
 
 SAVED_STATEMENT(stmt_fail_lock) = {
-	"SELECT x.sub_id, x.seq, x.attempts, x.ordering_key"
+	"SELECT x.sub_id, x.seq, x.attempts, x.ordering_key, x.ctid"
 	" FROM outbox.subscription_state x, outbox.subscription s"
 	" WHERE x.id OPERATOR(pg_catalog.=) $1 AND " SUBS_LEASE_HELD
 	" FOR UPDATE OF x",
 	SPI_OK_SELECT, 3, {UUIDOID, TEXTOID, TEXTOID}
 };
 
-/* $4 is the next available_at (NULL when dead), $5 dead_at (NULL unless dead) */
+/*
+ * $4 is the next available_at (NULL when dead), $5 dead_at (NULL unless
+ * dead); the row, locked by stmt_fail_lock, by its ctid $6 (with the
+ * statistics of an empty table, the planner may read another index whole
+ * for its sub_id and seq)
+ */
 SAVED_STATEMENT(stmt_fail_update) = {
 	"UPDATE outbox.subscription_state SET leased_until = NULL, lease_owner = NULL,"
 	" last_error = $3,"
 	" available_at = COALESCE($4, available_at), dead_at = $5"
-	" WHERE sub_id OPERATOR(pg_catalog.=) $1 AND seq OPERATOR(pg_catalog.=) $2",
-	SPI_OK_UPDATE, 5, {INT4OID, INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	" WHERE ctid OPERATOR(pg_catalog.=) $6"
+	" AND sub_id OPERATOR(pg_catalog.=) $1 AND seq OPERATOR(pg_catalog.=) $2",
+	SPI_OK_UPDATE, 6, {INT4OID, INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIDOID}
 };
 
 /* leases given back untried: due again at once, the attempt not counted */
@@ -376,13 +382,14 @@ bool
 SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now,
 		   TimestampTz retry_at, bool dead)
 {
-	Datum		args[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	Datum		args[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	bool		isnull;
 	bool		keynull;
 	int32		attempts;
 	Datum		sub;
 	Datum		key;
+	ItemPointerData tid;
 
 	args[0] = UUIDPGetDatum(id);
 	args[1] = PointerGetDatum(name);
@@ -418,6 +425,10 @@ SubsFailAt(pg_uuid_t *id, text *owner, text *error, text *name, TimestampTz now,
 	key = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &keynull);
 	if (!keynull)
 		key = PointerGetDatum(DatumGetTextPCopy(key));
+	tid = *(ItemPointer) DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 5,
+													   &isnull));
+	args[5] = PointerGetDatum(&tid);
 
 	args[0] = sub;
 	args[2] = PointerGetDatum(error);

@@ -91,7 +91,7 @@ SAVED_STATEMENT(stmt_dead_mark) = {
 	"  WHERE " SUBS_LAST_LEASE_OVER
 	"  AND (c.ordering_key IS NULL"
 	"   OR (c.ordering_key COLLATE pg_catalog.\"C\") OPERATOR(pg_catalog.=) ANY ($5))"
-	"  FOR UPDATE SKIP LOCKED)"
+	"  ORDER BY c.leased_until FOR UPDATE SKIP LOCKED)"
 	" UPDATE outbox.subscription_state x SET dead_at = $2, leased_until = NULL, lease_owner = NULL,"
 	" last_error = pg_catalog.format('lease of owner \"%s\" expired on attempt %s of %s',"
 	"  x.lease_owner, x.attempts, $3)"

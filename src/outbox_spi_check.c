@@ -39,6 +39,27 @@ extern const SavedStatementEntry __stop_obx_saved_statements[];
 #endif
 
 /*
+ * The first scanrelid field at or after p: ":scanrelid " up to PostgreSQL
+ * 15, ":scan.scanrelid " from 16 on (the plan nodes' output functions are
+ * generated, with the fields of a supertype named through it).  Returns
+ * where its number starts, or NULL.
+ */
+static const char *
+obx_scanrelid(const char *p)
+{
+	while ((p = strstr(p, "scanrelid ")) != NULL)
+	{
+		const char *at = p;
+
+		p += strlen("scanrelid ");
+		/* the text starts with "{PLANNEDSTMT ", so at - 6 is within it */
+		if (at[-1] == ':' || strncmp(at - 6, ":scan.", 6) == 0)
+			return p;
+	}
+	return NULL;
+}
+
+/*
  * Add to *names the relations that the nodes tagged tag (as "{SEQSCAN ")
  * of the plan text scan: the first scanrelid after each tag (a bitmap heap
  * scan's is its index scan's, of the same relation), in the range table.
@@ -50,14 +71,14 @@ obx_scanned(const char *text, const char *tag, List *rtable, List **names)
 
 	while ((p = strstr(p, tag)) != NULL)
 	{
-		const char *r = strstr(p, ":scanrelid ");
+		const char *r = obx_scanrelid(p);
 		int			rti;
 		RangeTblEntry *rte;
 
 		p += strlen(tag);
 		if (r == NULL)
 			break;
-		rti = atoi(r + strlen(":scanrelid "));
+		rti = atoi(r);
 		if (rti < 1 || rti > list_length(rtable))
 			continue;
 		rte = rt_fetch(rti, rtable);
@@ -109,7 +130,7 @@ obx_full_index_scans(const char *text, List *rtable, List **names)
 
 		while ((p = strstr(p, tags[t])) != NULL)
 		{
-			const char *r = strstr(p, ":scanrelid ");
+			const char *r = obx_scanrelid(p);
 			const char *q = strstr(p, ":indexqual ");
 			int			rti;
 
@@ -118,7 +139,7 @@ obx_full_index_scans(const char *text, List *rtable, List **names)
 				break;
 			if (obx_leading_column(q + strlen(":indexqual ")))
 				continue;
-			rti = atoi(r + strlen(":scanrelid "));
+			rti = atoi(r);
 			if (rti < 1 || rti > list_length(rtable))
 				continue;
 			*names = lappend(*names, get_rel_name(rt_fetch(rti, rtable)->relid));

@@ -211,7 +211,10 @@ SAVED_STATEMENT(stmt_retry_topic_lock) = {
 
 /*
  * A revived message is due at once ($3); it waits behind its key's head
- * when an earlier message of its key is not done.
+ * when an earlier message of its key is not done.  The dead rows are
+ * found by a range of the index of dead letters (every dead row is in it)
+ * or by their subscriptions, not by reading that index whole for the
+ * subscriptions' column, which PostgreSQL 18 chose on empty tables.
  */
 #define RETRY_DEAD(which, type) { \
 	"UPDATE outbox.subscription_state x SET dead_at = NULL, attempts = 0," \
@@ -222,7 +225,7 @@ SAVED_STATEMENT(stmt_retry_topic_lock) = {
 	"  AND y.ordering_key OPERATOR(pg_catalog.=) x.ordering_key" \
 	"  AND y.dead_at IS NULL AND y.seq OPERATOR(pg_catalog.<) x.seq)" \
 	" WHERE x.sub_id OPERATOR(pg_catalog.=) ANY ($1) AND " which \
-	" AND x.dead_at IS NOT NULL", \
+	" AND x.dead_at OPERATOR(pg_catalog.<=) 'infinity'::pg_catalog.timestamptz", \
 	SPI_OK_UPDATE, 3, {INT4ARRAYOID, type, TIMESTAMPTZOID} }
 SAVED_STATEMENT(stmt_retry_dead) = RETRY_DEAD("x.id OPERATOR(pg_catalog.=) $2", UUIDOID);
 SAVED_STATEMENT(stmt_retry_dead_topic) = RETRY_DEAD("$2::pg_catalog.bool", BOOLOID);

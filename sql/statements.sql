@@ -85,7 +85,9 @@ SELECT statement, string_agg(version, ', ' ORDER BY version) AS versions
 -- analyze (autovacuum's thresholds on it are low): the walks of the topics
 -- read one entry at each step (an index's order with a LIMIT 1); the
 -- others still join the message table by a key of another index when
--- its statistics say it is empty.
+-- its statistics say it is empty, or (the look for keyed rows of a
+-- completion, the promotion of a key's next row, here or on some
+-- versions) read the index of keyed state rows or of ids whole.
 VACUUM;
 INSERT INTO checked SELECT '1.5 vacuumed', * FROM saved_statements();
 SELECT statement, full_index_scans FROM checked

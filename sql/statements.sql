@@ -80,14 +80,13 @@ SELECT statement, string_agg(version, ', ' ORDER BY version) AS versions
 -- starts from the table, and under a held snapshot each run reads the
 -- entries of every row deleted since (in a named subscription's completion,
 -- 0.05 ms at first, 10 ms after three minutes).  The routes and the
--- subscriptions are small tables of settings.  Those listed read
+-- subscriptions are small tables of settings.  None of those listed runs
+-- for each message: the walks of the topics read one entry at each step
+-- (an index's order with a LIMIT 1); purge's deletion of what every
+-- subscription is done with and the expiry of a lagging subscription join
 -- outbox.message, whose statistics say it is empty only until its first
--- analyze (autovacuum's thresholds on it are low): the walks of the topics
--- read one entry at each step (an index's order with a LIMIT 1); the
--- others still join the message table by a key of another index when
--- its statistics say it is empty, or (the look for keyed rows of a
--- completion, the promotion of a key's next row, here or on some
--- versions) read the index of keyed state rows or of ids whole.
+-- analyze (autovacuum's thresholds on it are low), by a key of another
+-- index; unsubscribe's deletions take all of a subscription's rows.
 VACUUM;
 INSERT INTO checked SELECT '1.5 vacuumed', * FROM saved_statements();
 SELECT statement, full_index_scans FROM checked

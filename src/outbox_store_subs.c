@@ -88,11 +88,18 @@ SAVED_STATEMENT(stmt_complete_many) = COMPLETE("ANY ($1)", UUIDARRAYOID);
  * or a failure is about to change, a failure's only when it makes its row
  * dead ($4: it does whatever the attempts; else from $5 attempts on),
  * with their subscriptions: their locks are taken first (obx_lock_keyed).
+ * The rows are read by their ids in a subquery of their own, and only
+ * then told keyed or not: with the key's test beside the others, the
+ * index of keyed rows matched them all, and a plan made on empty tables
+ * read it whole (every keyed row, under a held snapshot the deleted ones
+ * too) rather than look up the ids.
  */
 #define KEYED_SUBS(which, type) { \
-	"SELECT DISTINCT x.sub_id, x.ordering_key FROM outbox.subscription_state x, outbox.subscription s" \
+	"SELECT DISTINCT k.sub_id, k.ordering_key FROM (SELECT x.sub_id, x.ordering_key" \
+	" FROM outbox.subscription_state x, outbox.subscription s" \
 	" WHERE x.id OPERATOR(pg_catalog.=) " which " AND " SUBS_LEASE_HELD \
-	" AND x.ordering_key IS NOT NULL AND ($4 OR x.attempts OPERATOR(pg_catalog.>=) $5)", \
+	" AND ($4 OR x.attempts OPERATOR(pg_catalog.>=) $5) OFFSET 0) k" \
+	" WHERE k.ordering_key IS NOT NULL", \
 	SPI_OK_SELECT, 5, {type, TEXTOID, TEXTOID, BOOLOID, INT4OID} }
 SAVED_STATEMENT(stmt_keyed) = KEYED_SUBS("$1", UUIDOID);
 SAVED_STATEMENT(stmt_keyed_many) = KEYED_SUBS("ANY ($1)", UUIDARRAYOID);

@@ -53,15 +53,18 @@
  * completion from another session.  Their ctids (row) let the statements
  * that delete or change them find them again without an index: joined by
  * their keys, plans made on empty tables read another index of the table
- * whole, and under a held snapshot every row deleted since.
+ * whole, and under a held snapshot every row deleted since.  The messages
+ * are looked up by their ids in a subquery of their own for the same
+ * reason: joined to the subscriptions by topic, a plan made while the log
+ * was empty read the log's index of positions whole.
  */
 #define LEASES_OF_IDS \
 	"li AS MATERIALIZED (SELECT s.sub_id, m.seq," \
 	"  m.ordering_key COLLATE pg_catalog.\"C\" AS key" \
-	"  FROM outbox.message m" \
+	"  FROM (SELECT m.topic, m.seq, m.ordering_key FROM outbox.message m" \
+	"   WHERE m.id OPERATOR(pg_catalog.=) ANY ($1) OFFSET 0) m" \
 	"  JOIN outbox.subscription s ON s.topic OPERATOR(pg_catalog.=) m.topic" \
-	"   AND s.name OPERATOR(pg_catalog.=) $2" \
-	"  WHERE m.id OPERATOR(pg_catalog.=) ANY ($1))," \
+	"   AND s.name OPERATOR(pg_catalog.=) $2)," \
 	" lr AS MATERIALIZED (SELECT y.ctid, y.sub_id, y.first_seq, y.seqs" \
 	"  FROM (SELECT li.sub_id, pg_catalog.min(li.seq) AS lo, pg_catalog.max(li.seq) AS hi" \
 	"   FROM li GROUP BY li.sub_id) b, outbox.subscription_lease y" \
@@ -195,8 +198,10 @@ SAVED_STATEMENT(stmt_complete_row_plain) = {
 
 /*
  * The leases of the rows deleted (the CTE l) become state rows, with the
- * messages' ids and keys from the log; the rows of their keys go (the
- * state rows hold the keys now).  Returns the positions.
+ * messages' ids and keys from the log, each looked up by its position
+ * (a join let a plan made on an empty log read its index whole); the rows
+ * of their keys go (the state rows hold the keys now).  Returns the
+ * positions.
  */
 #define LEASES_TO_STATE \
 	" i AS (INSERT INTO outbox.subscription_state (sub_id, seq, id, ordering_key," \
@@ -205,8 +210,9 @@ SAVED_STATEMENT(stmt_complete_row_plain) = {
 	"  l.leased_until, l.lease_owner" \
 	" FROM l JOIN outbox.subscription s ON s.sub_id OPERATOR(pg_catalog.=) l.sub_id" \
 	" CROSS JOIN LATERAL pg_catalog.unnest(l.seqs) AS q(seq)" \
-	" JOIN outbox.message m ON m.topic OPERATOR(pg_catalog.=) s.topic" \
-	"  AND m.seq OPERATOR(pg_catalog.=) q.seq" \
+	" CROSS JOIN LATERAL (SELECT m.seq, m.id, m.ordering_key FROM outbox.message m" \
+	"  WHERE m.topic OPERATOR(pg_catalog.=) s.topic" \
+	"  AND m.seq OPERATOR(pg_catalog.=) q.seq LIMIT 1) m" \
 	" RETURNING sub_id, seq, ordering_key AS key)," \
 	KEYS_DONE("i AS w", "w.key IS NOT NULL", "false") \
 	" SELECT i.seq FROM i"

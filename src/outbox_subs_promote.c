@@ -28,27 +28,30 @@
  * Each key's first row that is not dead, unblocked: unless (with the tables
  * of 1.5, keyrows) the key's head is leased by range before it, the key's
  * row then holding the key (a hole of the key that rolled back, say, comes
- * here while its head is leased so).  The rows are found by their
- * subscriptions and positions as arrays, which the primary key takes
- * whole, then checked pair by pair: joined to p, a plan made on empty
- * tables read every state row of the subscription for each key.
+ * here while its head is leased so).  The rows are found by their ids
+ * (the index of ids takes them as one array), then checked pair by pair
+ * against p in a subplan.  Joined to p, or looked up by their
+ * subscriptions and positions as arrays, plans made on empty tables read
+ * every state row of the subscription: the primary key by its first
+ * column, or the index of ids whole.  The checks are by key columns,
+ * which a concurrent update of the row does not change, so the row is
+ * still found when the update waits for it; not by ctid.
  */
 #define PROMOTE(keyrows) { \
-	"WITH p AS MATERIALIZED (SELECT h.sub_id, h.seq" \
+	"WITH p AS MATERIALIZED (SELECT h.sub_id, h.seq, h.id" \
 	"  FROM (SELECT DISTINCT k.sub_id, k.key" \
 	"   FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[])," \
 	"    pg_catalog.unnest($2::pg_catalog.text[])) AS k(sub_id, key)) k" \
-	"  CROSS JOIN LATERAL (SELECT y.sub_id, y.seq, y.blocked" \
+	"  CROSS JOIN LATERAL (SELECT y.sub_id, y.seq, y.id, y.blocked" \
 	"   FROM outbox.subscription_state y" \
 	"   WHERE y.sub_id OPERATOR(pg_catalog.=) k.sub_id" \
 	"   AND y.ordering_key OPERATOR(pg_catalog.=) (k.key COLLATE pg_catalog.\"C\")" \
 	"   AND y.dead_at IS NULL ORDER BY y.seq LIMIT 1) h" \
 	"  WHERE h.blocked" keyrows ")" \
 	" UPDATE outbox.subscription_state x SET blocked = false" \
-	" WHERE x.sub_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.sub_id FROM p))" \
-	" AND x.seq OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.seq FROM p))" \
+	" WHERE x.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.id FROM p))" \
 	" AND EXISTS (SELECT 1 FROM p WHERE p.sub_id OPERATOR(pg_catalog.=) x.sub_id" \
-	"  AND p.seq OPERATOR(pg_catalog.=) x.seq)", \
+	"  AND p.seq OPERATOR(pg_catalog.=) x.seq" SUBPLAN_FENCE ")", \
 	SPI_OK_UPDATE, 2, {INT4ARRAYOID, TEXTARRAYOID} }
 SAVED_STATEMENT(stmt_promote_v14) = PROMOTE("");
 SAVED_STATEMENT(stmt_promote) = PROMOTE(

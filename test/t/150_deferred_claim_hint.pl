@@ -263,7 +263,14 @@ $claimed = 0;
 $claimed += claim_n($a) for 1 .. $total / 100;
 $reads = state_reads() - $before;
 is($claimed, $total / 2, 'subscription n: the first half is claimed in claims of 50');
-cmp_ok($reads, '<', 20000,
+# 22,549: each of the 2,500 completions looks its row up by id twice (the
+# look for its keys, then its deletion), each time passing the 4 index
+# entries of the row's versions (its claims and failures).  The
+# look for keys read the (here empty) index of keyed rows instead when its
+# plan was made on empty tables (12,549), and read it whole where it had
+# keyed rows.  Claims that pass the entries of every message completed
+# before them read O(n^2) (the default subscription's above: 71,250).
+cmp_ok($reads, '<', 30000,
 	"subscription n: the 50 claims read a bounded number of index entries ($reads)");
 
 $deadline = time() + 60;

@@ -60,42 +60,11 @@ obx_scanrelid(const char *p)
 }
 
 /*
- * Add to *names the relations that the nodes tagged tag (as "{SEQSCAN ")
- * of the plan text scan: the first scanrelid after each tag (a bitmap heap
- * scan's is its index scan's, of the same relation), in the range table.
- */
-static void
-obx_scanned(const char *text, const char *tag, List *rtable, List **names)
-{
-	const char *p = text;
-
-	while ((p = strstr(p, tag)) != NULL)
-	{
-		const char *r = obx_scanrelid(p);
-		int			rti;
-		RangeTblEntry *rte;
-
-		p += strlen(tag);
-		if (r == NULL)
-			break;
-		rti = atoi(r);
-		if (rti < 1 || rti > list_length(rtable))
-			continue;
-		rte = rt_fetch(rti, rtable);
-		*names = lappend(*names, get_rel_name(rte->relid));
-	}
-}
-
-/*
- * Add to *names the relations that index scans and index-only scans of the
- * plan text read whole: those without a condition on the index's first
- * column (in an index condition, the index's columns are the only Vars;
- * what they are compared with are Params).  The planner
- * makes one the outer side of a join when the statistics of its table say
- * that the table is empty (as after a vacuum of an emptied table), and
- * then every run reads every entry of the index, also the entries of the
- * rows that a held snapshot keeps.  An index scan has no plan below it, so
- * the first :indexqual after its tag is its own.
+ * Whether the index condition quals (the text after ":indexqual ") has a
+ * condition on the index's first column.  In an index condition, the
+ * index's columns are the only Vars; what they are compared with are
+ * Params.  An index scan has no plan below it, so the first :indexqual
+ * after its tag is its own.
  */
 static bool
 obx_leading_column(const char *quals)
@@ -118,32 +87,44 @@ obx_leading_column(const char *quals)
 	return v != NULL && (end == NULL || v < end);
 }
 
+/*
+ * Add to *names the relations that the nodes tagged tag (as "{SEQSCAN ")
+ * of the plan text scan: the first scanrelid after each tag (a bitmap heap
+ * scan's is its index scan's, of the same relation), in the range table.
+ * With whole, only the index scans that read their index whole: those
+ * without a condition on its first column.  The planner makes one the
+ * outer side of a join when the statistics of its table say that the
+ * table is empty (as after a vacuum of an emptied table), and then every
+ * run reads every entry of the index, also the entries of the rows that a
+ * held snapshot keeps.
+ */
 static void
-obx_full_index_scans(const char *text, List *rtable, List **names)
+obx_scanned(const char *text, const char *tag, bool whole, List *rtable,
+			List **names)
 {
-	static const char *const tags[] = {"{INDEXSCAN ", "{INDEXONLYSCAN "};
-	int			t;
+	const char *p = text;
 
-	for (t = 0; t < lengthof(tags); t++)
+	while ((p = strstr(p, tag)) != NULL)
 	{
-		const char *p = text;
+		const char *r = obx_scanrelid(p);
+		int			rti;
 
-		while ((p = strstr(p, tags[t])) != NULL)
+		p += strlen(tag);
+		if (r == NULL)
+			break;
+		if (whole)
 		{
-			const char *r = obx_scanrelid(p);
 			const char *q = strstr(p, ":indexqual ");
-			int			rti;
 
-			p += strlen(tags[t]);
-			if (r == NULL || q == NULL)
+			if (q == NULL)
 				break;
 			if (obx_leading_column(q + strlen(":indexqual ")))
 				continue;
-			rti = atoi(r);
-			if (rti < 1 || rti > list_length(rtable))
-				continue;
-			*names = lappend(*names, get_rel_name(rt_fetch(rti, rtable)->relid));
 		}
+		rti = atoi(r);
+		if (rti < 1 || rti > list_length(rtable))
+			continue;
+		*names = lappend(*names, get_rel_name(rt_fetch(rti, rtable)->relid));
 	}
 }
 
@@ -235,10 +216,11 @@ obx_check(ReturnSetInfo *rsinfo, const char *name, SavedStatement *stmt)
 			char	   *text = nodeToString(ps);
 			MemoryContext spi = MemoryContextSwitchTo(caller);
 
-			obx_scanned(text, "{SEQSCAN ", ps->rtable, &seqscans);
-			obx_scanned(text, "{BITMAPHEAPSCAN ", ps->rtable, &bitmapscans);
+			obx_scanned(text, "{SEQSCAN ", false, ps->rtable, &seqscans);
+			obx_scanned(text, "{BITMAPHEAPSCAN ", false, ps->rtable, &bitmapscans);
 			hashed += obx_hashed_subplans(ps, text);
-			obx_full_index_scans(text, ps->rtable, &fullscans);
+			obx_scanned(text, "{INDEXSCAN ", true, ps->rtable, &fullscans);
+			obx_scanned(text, "{INDEXONLYSCAN ", true, ps->rtable, &fullscans);
 			MemoryContextSwitchTo(spi);
 		}
 		ReleaseCachedPlan(cplan, NULL);

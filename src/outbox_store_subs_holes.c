@@ -68,8 +68,7 @@ SAVED_STATEMENT(stmt_holes_done) = {
 	"  attempts = CASE WHEN r.take THEN 1 ELSE 0 END,"
 	"  leased_until = CASE WHEN r.take THEN $5 END,"
 	"  lease_owner = CASE WHEN r.take THEN $6 END"
-	"  FROM r WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT r.ctid FROM r))"
-	"  AND x.ctid OPERATOR(pg_catalog.=) r.ctid"
+	"  FROM r WHERE x.ctid OPERATOR(pg_catalog.=) r.ctid"
 	"  RETURNING x.id, x.attempts, x.leased_until, x.lease_owner)"
 	SUBS_LEASED_MESSAGES("NULL::pg_catalog.text"),
 	SPI_OK_SELECT, 7,

@@ -37,7 +37,12 @@ typedef enum SavedStatementScans
  * PostgreSQL 18 on regardless of enable_seqscan = off, so that on tables
  * whose statistics say they are empty the whole read wins, and stays in
  * the saved plan while the tables grow.  An EXISTS among the ANDs of a
- * WHERE needs none: it becomes a join (which the fence would prevent).
+ * WHERE needs none: it becomes a join, which the fence prevents where a
+ * join is what must not be (the join to p of a key's promotion).  The
+ * same fence ends a subquery in FROM that must be planned on its own, its
+ * scan seeing its own conditions only: a look-up by id that, pulled up
+ * into a join, a plan made on empty tables replaced by a read of another
+ * index whole.
  */
 #define SUBPLAN_FENCE	" OFFSET 0"
 

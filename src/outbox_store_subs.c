@@ -98,7 +98,7 @@ SAVED_STATEMENT(stmt_complete_many) = COMPLETE("ANY ($1)", UUIDARRAYOID);
 	"SELECT DISTINCT k.sub_id, k.ordering_key FROM (SELECT x.sub_id, x.ordering_key" \
 	" FROM outbox.subscription_state x, outbox.subscription s" \
 	" WHERE x.id OPERATOR(pg_catalog.=) " which " AND " SUBS_LEASE_HELD \
-	" AND ($4 OR x.attempts OPERATOR(pg_catalog.>=) $5) OFFSET 0) k" \
+	" AND ($4 OR x.attempts OPERATOR(pg_catalog.>=) $5)" SUBPLAN_FENCE ") k" \
 	" WHERE k.ordering_key IS NOT NULL", \
 	SPI_OK_SELECT, 5, {type, TEXTOID, TEXTOID, BOOLOID, INT4OID} }
 SAVED_STATEMENT(stmt_keyed) = KEYED_SUBS("$1", UUIDOID);

@@ -62,7 +62,7 @@
 	"li AS MATERIALIZED (SELECT s.sub_id, m.seq," \
 	"  m.ordering_key COLLATE pg_catalog.\"C\" AS key" \
 	"  FROM (SELECT m.topic, m.seq, m.ordering_key FROM outbox.message m" \
-	"   WHERE m.id OPERATOR(pg_catalog.=) ANY ($1) OFFSET 0) m" \
+	"   WHERE m.id OPERATOR(pg_catalog.=) ANY ($1)" SUBPLAN_FENCE ") m" \
 	"  JOIN outbox.subscription s ON s.topic OPERATOR(pg_catalog.=) m.topic" \
 	"   AND s.name OPERATOR(pg_catalog.=) $2)," \
 	" lr AS MATERIALIZED (SELECT y.ctid, y.sub_id, y.first_seq, y.seqs" \
